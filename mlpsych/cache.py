@@ -1,0 +1,86 @@
+"""Results on disk, keyed by (document hash, question, model, settings): reruns recompute only what changed.
+
+SQLite in WAL mode: each finished unit of work is committed at once (a crash or Ctrl-C loses at most the unit
+in progress), and two runs sharing a cache do not corrupt it. Values are JSON, never pickle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from platformdirs import user_cache_dir
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, stage TEXT, value TEXT NOT NULL, created REAL)"
+
+
+def default_cache_dir() -> Path:
+    return Path(user_cache_dir("mlpsych"))
+
+
+def make_key(**parts: Any) -> str:
+    """A stable hash of everything that determines a result."""
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def model_fingerprint(model_id: str) -> str:
+    """A model's identity for the cache: for a local folder, its config and weight files' sizes and times."""
+    path = Path(model_id).expanduser()
+    if not path.is_dir():
+        return model_id
+    parts = [model_id]
+    for file in sorted(path.iterdir()):
+        if file.is_file() and (file.suffix in (".json", ".safetensors", ".model", ".txt")):
+            stat = file.stat()
+            parts.append(f"{file.name}:{stat.st_size}:{int(stat.st_mtime)}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+class ResultCache:
+    """A small key-value store of JSON results. ``hits``/``misses`` are counted for the run sheet and tests."""
+
+    def __init__(self, directory: Path | str | None = None) -> None:
+        self.directory = Path(directory) if directory else default_cache_dir()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / "results.sqlite"
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(SCHEMA)
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> Any | None:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM results WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return json.loads(row[0])
+
+    def put(self, key: str, value: Any, stage: str = "") -> None:
+        payload = json.dumps(value, ensure_ascii=False)
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO results (key, stage, value, created) VALUES (?, ?, ?, ?)",
+                (key, stage, payload, time.time()),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,88 @@
+"""`mlpsych run PAPERS --questions mlpsych --out results.xlsx`: the main job."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from mlpsych.cli import UserError
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(subparsers) -> None:
+    from mlpsych.ingest import add_ingest_options
+
+    p = subparsers.add_parser("run", help="answer the questions for every paper and write a spreadsheet",
+                              description="Answer predetermined questions for a folder of papers.")
+    p.add_argument("papers", type=Path, help="folder of papers (PDF, TXT, DOCX, HTML), a file, texts.jsonl or text.json")
+    p.add_argument("--questions", default="mlpsych",
+                   help="question file or library name; several separated by commas (default: mlpsych)")
+    p.add_argument("--only", default=None, help="answer only these question ids, e.g. q1,q2 (bridges are added)")
+    p.add_argument("--out", type=Path, default=Path("results.xlsx"), help="output .xlsx, .csv or .jsonl")
+    p.add_argument("--cache", type=Path, default=None, help="cache folder (default: the per-user cache folder)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    p.add_argument("--dtype", default="auto", help="auto, fp32, fp16 or bf16 for the readers")
+    p.add_argument("--batch-size", type=int, default=8, help="windows read at once")
+    p.add_argument("--stride", type=int, default=128, help="tokens shared by neighbouring windows")
+    p.add_argument("--max-length", type=int, default=None, help="window length in tokens (default: model maximum)")
+    p.add_argument("--no-normalize", action="store_true", help="skip the LLM normalization stage")
+    p.add_argument("--llm", default=None, help="normalization model (Hub id or folder) instead of the template's")
+    p.add_argument("--llm-device", default="auto")
+    p.add_argument("--llm-quantization", choices=["8bit", "4bit"], default=None, help="bitsandbytes loading (CUDA)")
+    p.add_argument("--max-sub-questions", type=int, default=None, help="cap on multi-hop sub-questions per paper")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_ingest_options(p)
+    p.set_defaults(func=run)
+
+
+def settings_from_args(args: argparse.Namespace):
+    from mlpsych.reader import ReaderSettings
+    from mlpsych.settings import LLMSettings, RunSettings
+
+    return RunSettings(
+        reader=ReaderSettings(stride=args.stride, max_length=args.max_length, batch_size=args.batch_size,
+                              device=args.device, dtype=args.dtype),
+        llm=LLMSettings(enabled=not args.no_normalize, model=args.llm, device=args.llm_device,
+                        quantization=args.llm_quantization),
+        max_sub_questions=args.max_sub_questions,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlpsych.cache import ResultCache
+    from mlpsych.export import WRITERS, write_result
+    from mlpsych.ingest import ingest_from_args
+    from mlpsych.models import ModelLoadError
+    from mlpsych.pipeline import Pipeline
+    from mlpsych.questions import QuestionFileError, load_question_sets
+
+    if args.out.suffix.lower() not in WRITERS:
+        raise UserError(f"--out {args.out}: use a .xlsx, .csv or .jsonl file name")
+    try:
+        questions = load_question_sets([n for n in args.questions.split(",") if n]).select(
+            [q for q in (args.only or "").split(",") if q])
+    except QuestionFileError as error:
+        raise UserError(str(error)) from None
+    try:
+        documents = ingest_from_args(args, args.papers)
+    except (FileNotFoundError, ValueError) as error:
+        raise UserError(str(error)) from None
+    try:
+        settings = settings_from_args(args)
+    except ValueError as error:
+        raise UserError(str(error).splitlines()[0]) from None
+    pipeline = Pipeline(questions, settings, ResultCache(args.cache), progress=not args.no_progress)
+    try:
+        result = pipeline.run(documents)
+    except ModelLoadError as error:
+        raise UserError(f"{error} (finished work is kept in the cache)") from None
+    write_result(result, args.out)
+    failed = [d for d in result.errors]
+    answered = sum(1 for a in result.answers if a.final)
+    print(f"{len(documents)} papers, {answered} answers -> {args.out}"
+          + (f" ({len(failed)} papers with problems: see the status column)" if failed else ""))
+    for warning in result.info.get("warnings", []):
+        print(f"note: {warning}")
+    return 0

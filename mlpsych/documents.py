@@ -1,0 +1,81 @@
+"""The document every stage reads: cleaned text plus a map from character offsets back to pages."""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])")
+
+
+@dataclass
+class Document:
+    """A paper as plain text.
+
+    ``pages`` holds one ``(start, end)`` character range of ``text`` per page, in page order (page 1 first);
+    a text without pages (plain ``.txt``) has a single range covering all of it.
+    ``status`` is ``"ok"`` or a short reason the paper could not be read; such documents carry no text and
+    are reported in the output instead of being dropped.
+    """
+
+    id: str
+    text: str
+    pages: list[tuple[int, int]] = field(default_factory=list)
+    source_path: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    status: str = "ok"
+
+    def __post_init__(self) -> None:
+        if not self.pages and self.text:
+            self.pages = [(0, len(self.text))]
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def page_at(self, offset: int) -> int | None:
+        """1-based page number of a character offset, or None when the text has no page map."""
+        if not self.pages:
+            return None
+        starts = [start for start, _ in self.pages]
+        index = bisect.bisect_right(starts, offset) - 1
+        return max(index, 0) + 1
+
+    def sentence_around(self, start: int, end: int, max_chars: int = 600) -> str:
+        """The sentence(s) containing ``text[start:end]``: the evidence a coder reads next to an answer."""
+        text = self.text
+        bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(text)] + [len(text)]
+        left = bounds[bisect.bisect_right(bounds, start) - 1]
+        right_index = bisect.bisect_left(bounds, end)
+        right = bounds[min(right_index, len(bounds) - 1)]
+        left = max(left, start - max_chars // 2)
+        right = min(right, end + max_chars // 2)
+        return " ".join(text[left:right].split())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "text": self.text,
+            "pages": [list(p) for p in self.pages],
+            "source_path": self.source_path,
+            "meta": self.meta,
+            "status": self.status,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Document":
+        return cls(
+            id=str(data["id"]),
+            text=data.get("text", ""),
+            pages=[tuple(p) for p in data.get("pages", [])],
+            source_path=data.get("source_path"),
+            meta=dict(data.get("meta", {})),
+            status=data.get("status", "ok"),
+        )

@@ -1,0 +1,146 @@
+"""Writing a run as a spreadsheet (XLSX), CSV or JSONL, ready for a coding study."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections import defaultdict
+from pathlib import Path
+
+from mlpsych.answers import Answer
+from mlpsych.pipeline import RunResult
+
+log = logging.getLogger(__name__)
+
+ANSWER_COLUMNS = [
+    "paper_id", "source_file", "question_id", "question", "answer", "stage", "models", "ensemble", "final",
+    "score", "start", "end", "page", "evidence", "bridge_entity",
+]
+CODER_COLUMNS = ["correct", "corrected_answer", "notes"]  # filled in by a researcher; `mlpsych agree` reads them
+SEPARATOR = "; "
+
+
+def answer_rows(result: RunResult, *, final_only: bool = False) -> list[dict]:
+    """One dict per answer, in paper then question order; ``models`` is a list (joined by '+' in sheets)."""
+    sources = {d.id: d.source_path or "" for d in result.documents}
+    order = {d.id: i for i, d in enumerate(result.documents)}
+    q_order = {q.id: i for i, q in enumerate(result.questions.in_run_order())}
+    q_text = {q.id: q.text for q in result.questions.questions}
+    rows = []
+    for a in sorted(result.answers, key=lambda a: (order.get(a.doc_id, 0), q_order.get(a.question_id, 0),
+                                                   a.bridge_entity or "", not a.final, -a.score)):
+        if final_only and not (a.final or a.stage == "ungrounded"):
+            continue
+        question = q_text.get(a.question_id, "")
+        if a.bridge_entity:
+            question = result.questions.get(a.question_id).sub_question(a.bridge_entity)
+        rows.append({
+            "paper_id": a.doc_id, "source_file": Path(sources.get(a.doc_id, "")).name, "question_id": a.question_id,
+            "question": question, "answer": a.text, "stage": a.stage, "models": list(a.models),
+            "ensemble": a.ensemble, "final": a.final, "score": round(float(a.score), 4), "start": a.start,
+            "end": a.end, "page": a.page, "evidence": a.evidence, "bridge_entity": a.bridge_entity,
+        })
+    return rows
+
+
+def paper_rows(result: RunResult) -> list[dict]:
+    """One row per paper, one column per question (final answers joined); problems in a status column."""
+    finals: dict[tuple[str, str], list[Answer]] = defaultdict(list)
+    for a in result.answers:
+        if a.final:
+            finals[(a.doc_id, a.question_id)].append(a)
+    rows = []
+    for doc in result.documents:
+        row = {"paper_id": doc.id, "source_file": Path(doc.source_path or "").name,
+               "status": "; ".join(result.errors.get(doc.id, [])) or "ok"}
+        for q in result.questions.in_run_order():
+            answers = sorted(finals.get((doc.id, q.id), []), key=lambda a: -a.score)
+            if q.bridge_from:
+                texts = [f"{a.bridge_entity}: {a.text}" for a in answers]
+            else:
+                texts = list(dict.fromkeys(a.text for a in answers))
+            row[q.id] = SEPARATOR.join(texts)
+        rows.append(row)
+    return rows
+
+
+def run_rows(result: RunResult) -> list[tuple[str, str]]:
+    info = dict(result.info)
+    settings = info.pop("settings", {})
+    rows = [(k, ", ".join(map(str, v)) if isinstance(v, list) else str(v)) for k, v in info.items()]
+    rows += [(f"setting {k}", str(v)) for k, v in settings.items()]
+    rows += [(f"question {q.id}", f"{q.text} | models: {', '.join(q.models)} | top_k {q.top_k}")
+             for q in result.questions.in_run_order()]
+    return rows
+
+
+def write_jsonl(result: RunResult, path: Path) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for row in answer_rows(result):
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def write_csv(result: RunResult, path: Path) -> None:
+    with path.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=ANSWER_COLUMNS)
+        writer.writeheader()
+        for row in answer_rows(result, final_only=True):
+            writer.writerow({**row, "models": "+".join(row["models"])})
+
+
+def write_xlsx(result: RunResult, path: Path) -> None:
+    """Sheets: papers, answers (final answers with coder columns), model_answers (every model's rows), llm, run."""
+    from openpyxl import Workbook
+    from openpyxl.styles import Alignment, Font
+
+    wb = Workbook()
+    papers = paper_rows(result)
+    sheets = {
+        "papers": (list(papers[0].keys()) if papers else ["paper_id", "source_file", "status"],
+                   [list(r.values()) for r in papers]),
+        "answers": (ANSWER_COLUMNS + CODER_COLUMNS,
+                    [_cells(r) + [None] * len(CODER_COLUMNS) for r in answer_rows(result, final_only=True)]),
+        "model_answers": (ANSWER_COLUMNS, [_cells(r) for r in answer_rows(result) if not r["final"]]),
+        "llm": (["paper_id", "question_id", "llm", "model", "raw_output"],
+                [[o["paper_id"], o["question_id"], o["llm"], o["model"], o["raw_output"]] for o in result.llm_outputs]),
+        "run": (["key", "value"], [list(r) for r in run_rows(result)]),
+    }
+    wb.remove(wb.active)
+    widths = {"answer": 40, "evidence": 80, "question": 40, "raw_output": 80, "value": 80, "status": 40}
+    for name, (header, rows) in sheets.items():
+        ws = wb.create_sheet(name)
+        ws.append(header)
+        for cell in ws[1]:
+            cell.font = Font(bold=True)
+        for row in rows:
+            ws.append(row)
+        ws.freeze_panes = "A2"
+        for i, column in enumerate(header, start=1):
+            letter = ws.cell(row=1, column=i).column_letter
+            ws.column_dimensions[letter].width = widths.get(column, 18 if column in ANSWER_COLUMNS else 30)
+            if column in ("evidence", "raw_output", "value", "answer", "question") or name == "papers":
+                for cell in ws[letter][1:]:
+                    cell.alignment = Alignment(wrap_text=True, vertical="top")
+    wb.save(path)
+
+
+def _cells(row: dict) -> list:
+    return [("+".join(row[c]) if c == "models" else row[c]) for c in ANSWER_COLUMNS]
+
+
+WRITERS = {".xlsx": write_xlsx, ".csv": write_csv, ".jsonl": write_jsonl}
+
+
+def write_result(result: RunResult, path: Path) -> Path:
+    """Write by file extension (.xlsx, .csv or .jsonl); written to a temporary file first so a crash never leaves half a file."""
+    path = Path(path)
+    writer = WRITERS.get(path.suffix.lower())
+    if writer is None:
+        raise ValueError(f"output {path.name!r}: use a .xlsx, .csv or .jsonl file name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
+    writer(result, tmp)
+    tmp.replace(path)
+    log.info("wrote %s", path)
+    return path

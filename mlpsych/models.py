@@ -1,0 +1,115 @@
+"""Loading and releasing models: one place for devices, dtypes, safe weights and clear errors."""
+
+from __future__ import annotations
+
+import gc
+import logging
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class ModelLoadError(RuntimeError):
+    """A model that cannot be loaded; the message says which and what to do."""
+
+
+def pick_device(requested: str = "auto") -> str:
+    """``auto`` takes CUDA, then Apple's MPS, then the CPU; an explicit device must exist."""
+    import torch
+
+    if requested == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"device {requested!r} asked for, but no CUDA GPU is visible to torch")
+    if requested == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ModelLoadError("device 'mps' asked for, but Apple's MPS backend is not available")
+    if requested not in ("cpu", "mps") and not requested.startswith("cuda"):
+        raise ModelLoadError(f"unknown device {requested!r} (use auto, cpu, cuda, cuda:N or mps)")
+    return requested
+
+
+def pick_dtype(requested: str, device: str):
+    """Half precision where the device runs it well: bf16 on GPUs that support it, else fp16; fp32 on CPU unless asked."""
+    import torch
+
+    names = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
+             "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
+    if requested != "auto":
+        if requested not in names:
+            raise ModelLoadError(f"unknown dtype {requested!r} (use auto, fp32, fp16 or bf16)")
+        if names[requested] is torch.float16 and device == "cpu":
+            raise ModelLoadError("fp16 is not supported for these models on the CPU; use bf16 or fp32")
+        return names[requested]
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device == "mps":
+        return torch.float16
+    return torch.float32
+
+
+def _explain(model_id: str, error: Exception) -> str:
+    text = str(error)
+    local = Path(model_id).expanduser()
+    if local.exists():
+        return f"model folder {model_id!r} cannot be loaded: {text.splitlines()[0] if text else type(error).__name__}"
+    if "gated" in text.lower() or "401" in text or "403" in text:
+        return (f"model {model_id!r} is gated on the Hugging Face Hub: accept its licence and log in "
+                "(`hf auth login` or HF_TOKEN), or name another model")
+    looks_local = model_id.startswith((".", "/", "~")) or model_id.count("/") > 1
+    if looks_local:
+        return f"model folder {model_id!r} does not exist"
+    return (f"model {model_id!r} could not be loaded: not in the local Hugging Face cache and not downloadable "
+            f"(no such Hub repo, or no internet). Check the id, or point to a local folder with the model files")
+
+
+def load_qa_model(model_id: str, device: str, dtype):
+    """An extractive QA model and its fast tokenizer (offsets are needed), from a Hub id or a local folder."""
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_id)
+        model = AutoModelForQuestionAnswering.from_pretrained(model_id, dtype=dtype, **safetensors_kwargs(model_id))
+    except (OSError, ValueError, EnvironmentError) as error:
+        raise ModelLoadError(_explain(model_id, error)) from error
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelLoadError(f"model {model_id!r} has no fast tokenizer; answers need character offsets")
+    model.to(device)
+    model.eval()
+    log.info("loaded %s on %s (%s)", model_id, device, str(dtype).replace("torch.", ""))
+    return model, tokenizer
+
+
+def safetensors_kwargs(model_id: str) -> dict:
+    """Prefer safetensors; fall back to a PyTorch checkpoint only for Hub repos that ship nothing else.
+
+    A local folder must hold ``*.safetensors``: the fallback would unpickle a file, which we do not do for
+    folders of unknown origin. Hub repos without safetensors get transformers' own safe loading path.
+    """
+    local = Path(model_id).expanduser()
+    if local.is_dir():
+        if not any(local.glob("*.safetensors")):
+            raise ModelLoadError(
+                f"model folder {model_id!r} has no .safetensors weights (pickled checkpoints are not loaded); "
+                "convert it with `model.save_pretrained(folder)` in a trusted environment"
+            )
+        return {"use_safetensors": True}
+    return {}
+
+
+def free_memory() -> None:
+    """Collect released models (and empty the CUDA cache), so encoders and the LLM are not resident together.
+
+    Call it after dropping the last reference to a model.
+    """
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass

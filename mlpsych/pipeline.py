@@ -1,0 +1,278 @@
+"""Runs the stages over a corpus: read -> merge/ensemble -> normalize -> multi-hop, with caching and progress.
+
+Questions run in levels: those without a bridge first, then those whose bridge question has finished. Within a
+level each model is loaded once, reads every paper for all its questions, and is released before the next
+model or the LLM is loaded. Every unit of work is cached as soon as it finishes, so a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tqdm.auto import tqdm
+
+from mlpsych import __version__
+from mlpsych.answers import Answer, Span
+from mlpsych.cache import ResultCache, make_key, model_fingerprint
+from mlpsych.documents import Document
+from mlpsych.ensemble import combine
+from mlpsych.merge import merge_spans
+from mlpsych.questions import QuestionSet, QuestionTemplate
+from mlpsych.reader import Query, Reader
+from mlpsych.settings import RunSettings
+
+log = logging.getLogger(__name__)
+
+READER_VERSION = 1  # bump when decoding changes, so cached spans are not reused across versions
+ProgressCallback = Callable[[str, int, int], None]
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced: answers (all rows), per-paper problems, LLM raw outputs and run facts."""
+
+    documents: list[Document]
+    questions: QuestionSet
+    answers: list[Answer] = field(default_factory=list)
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    llm_outputs: list[dict] = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+
+    def final_answers(self, doc_id: str, question_id: str) -> list[Answer]:
+        return [a for a in self.answers if a.final and a.doc_id == doc_id and a.question_id == question_id]
+
+
+@dataclass
+class _Unit:
+    """One question (or sub-question) asked of one paper."""
+
+    doc: Document
+    question: QuestionTemplate
+    query: Query
+
+
+def question_levels(questions: QuestionSet) -> list[list[QuestionTemplate]]:
+    """Questions grouped so every bridge question sits in an earlier level than those that use it."""
+    depth: dict[str, int] = {}
+    for q in questions.in_run_order():
+        depth[q.id] = depth[q.bridge_from] + 1 if q.bridge_from else 0
+    levels: list[list[QuestionTemplate]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for q in questions.in_run_order():
+        levels[depth[q.id]].append(q)
+    return levels
+
+
+class Pipeline:
+    """Configure with questions, settings and a cache; ``run(documents)`` answers every question for every paper."""
+
+    def __init__(
+        self,
+        questions: QuestionSet,
+        settings: RunSettings | None = None,
+        cache: ResultCache | None = None,
+        progress: bool = True,
+        on_progress: ProgressCallback | None = None,
+    ) -> None:
+        self.questions = questions
+        self.settings = settings or RunSettings()
+        self.cache = cache or ResultCache()
+        self.progress = progress
+        self.on_progress = on_progress
+        self.windows_read = 0
+        self.model_loads: list[str] = []
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def _query(self, question: QuestionTemplate, text: str, entity: str | None = None) -> Query:
+        return Query(
+            question_id=question.id,
+            text=text,
+            top_k=question.top_k,
+            max_answer_tokens=question.answer_tokens,
+            allow_empty=question.allow_empty,
+            bridge_entity=entity,
+        )
+
+    def _read_key(self, doc: Document, model: str, query: Query) -> str:
+        return make_key(
+            stage="read", version=READER_VERSION, doc=doc.sha256, model=model_fingerprint(model),
+            question=query.text, top_k=query.top_k, max_answer_tokens=query.max_answer_tokens,
+            allow_empty=query.allow_empty, windows=query.windows, settings=self.settings.reader.cache_fields(),
+        )
+
+    def _read(self, units: list[_Unit], result: RunResult, label: str) -> dict[tuple[int, str], list[Span]]:
+        """Spans per (unit index, model): each model loaded once (only if something is not cached)."""
+        spans: dict[tuple[int, str], list[Span]] = {}
+        models = list(dict.fromkeys(m for u in units for m in u.question.models))
+        for model in models:
+            mine = [i for i, u in enumerate(units) if model in u.question.models]
+            reader = Reader(model, self.settings.reader)
+            by_doc: dict[str, list[int]] = {}
+            for i in mine:
+                by_doc.setdefault(units[i].doc.id, []).append(i)
+            bar = tqdm(by_doc.items(), desc=f"{label} · {model.rstrip('/').split('/')[-1]}", unit="paper",
+                       disable=not self.progress)
+            for done, (doc_id, indices) in enumerate(bar, start=1):
+                doc = units[indices[0]].doc
+                todo = []
+                for i in indices:
+                    cached = self.cache.get(self._read_key(doc, model, units[i].query))
+                    if cached is None:
+                        todo.append(i)
+                    else:
+                        spans[(i, model)] = [self._relabel(Span.from_dict(s), doc, units[i]) for s in cached]
+                if todo:
+                    if reader.model is None:
+                        reader.warm_up()  # a ModelLoadError stops the run: finished work is in the cache
+                        self.model_loads.append(model)
+                    try:
+                        found = reader.run(doc, [units[i].query for i in todo])
+                    except Exception as error:  # one paper's failure must not lose the others
+                        log.warning("%s: reading failed with %s: %s", doc_id, model, error)
+                        result.errors.setdefault(doc_id, []).append(f"{label} with {model}: {error}")
+                        continue
+                    for j, i in enumerate(todo):
+                        spans[(i, model)] = found[j]
+                        self.cache.put(self._read_key(doc, model, units[i].query),
+                                       [s.to_dict() for s in found[j]], stage="read")
+                if self.on_progress:
+                    self.on_progress(f"{label} · {model}", done, len(by_doc))
+            self.windows_read += reader.windows_read
+            reader.release()
+        return spans
+
+    @staticmethod
+    def _relabel(span: Span, doc: Document, unit: _Unit) -> Span:
+        """Cached spans are keyed by content, not by names: give them this run's paper and question ids."""
+        span.doc_id = doc.id
+        span.question_id = unit.question.id
+        span.bridge_entity = unit.query.bridge_entity
+        span.page = doc.page_at(span.start)
+        return span
+
+    # -- answers -----------------------------------------------------------------------------------------
+    def _answers(self, unit: _Unit, spans: dict[str, list[Span]]) -> tuple[list[Answer], dict[str, list[Answer]]]:
+        """Per-model answer rows and, for several models, the combined rows."""
+        per_model = {m: merge_spans(unit.doc, s, merge=unit.question.merge) for m, s in spans.items()}
+        rows = [a for answers in per_model.values() for a in answers]
+        if len(spans) > 1:
+            combined = combine(unit.doc, spans, merge=unit.question.merge)
+            for a in combined:
+                a.ensemble = True
+            rows += combined
+            final = combined
+        else:
+            final = rows
+        for a in final:
+            a.final = True
+        return rows, per_model
+
+    def _normalize(self, level_units: list[tuple[_Unit, dict[str, list[Answer]]]], rows: list[Answer],
+                   result: RunResult) -> None:
+        """LLM normalization for the questions that ask for it; without a usable LLM, extractive answers stay."""
+        wanted = [(u, pm) for u, pm in level_units if u.question.normalize and self.settings.llm.enabled]
+        if not wanted:
+            return
+        from mlpsych.normalize import NormalizerUnavailable, normalize_answers
+        from mlpsych.normalize_cache import CachedNormalizer
+
+        by_model: dict[str, list[tuple[_Unit, dict[str, list[Answer]]]]] = {}
+        for u, pm in wanted:
+            llm = self.settings.llm.model or u.question.normalize.model or "meta-llama/Meta-Llama-3-8B-Instruct"
+            by_model.setdefault(llm, []).append((u, pm))
+        for llm, items in by_model.items():
+            normalizer = CachedNormalizer(llm, self.settings.llm, self.cache)
+            bar = tqdm(items, desc=f"normalize · {llm.rstrip('/').split('/')[-1]}", unit="answer list",
+                       disable=not self.progress)
+            for done, (unit, per_model) in enumerate(bar, start=1):
+                try:
+                    normalized, raw = normalize_answers(unit.doc, unit.question, per_model, normalizer)
+                except NormalizerUnavailable as error:
+                    log.warning("normalization skipped, extractive answers kept: %s", error)
+                    result.info.setdefault("warnings", []).append(f"normalization skipped: {error}")
+                    break
+                except Exception as error:  # bad output for one paper: keep its extractive answers
+                    log.warning("%s: normalization failed: %s", unit.doc.id, error)
+                    result.errors.setdefault(unit.doc.id, []).append(f"normalize {unit.question.id}: {error}")
+                    continue
+                for model, text in raw.items():
+                    result.llm_outputs.append({"paper_id": unit.doc.id, "question_id": unit.question.id,
+                                               "llm": llm, "model": model, "raw_output": text})
+                grounded = [a for a in normalized if a.stage == "normalized"]
+                if grounded or not any(per_model.values()):
+                    for a in rows:
+                        if a.doc_id == unit.doc.id and a.question_id == unit.question.id:
+                            a.final = False
+                for a in normalized:
+                    a.final = a.stage == "normalized"
+                rows.extend(normalized)
+                if self.on_progress:
+                    self.on_progress(f"normalize · {llm}", done, len(items))
+            normalizer.release()
+
+    # -- the run -----------------------------------------------------------------------------------------
+    def _units(self, level: list[QuestionTemplate], docs: list[Document], rows: list[Answer]) -> list[_Unit]:
+        units = []
+        for doc in docs:
+            for q in level:
+                if not q.bridge_from:
+                    units.append(_Unit(doc, q, self._query(q, q.text)))
+                    continue
+                from mlpsych.multihop import bridge_entities, sub_questions
+
+                bridge = [a for a in rows if a.doc_id == doc.id and a.question_id == q.bridge_from
+                          and (a.final or a.stage == "ungrounded")]
+                cap = self.settings.max_sub_questions or q.max_sub_questions
+                for entity, text in sub_questions(q, bridge_entities(bridge, cap)):
+                    units.append(_Unit(doc, q, self._query(q, text, entity)))
+        return units
+
+    def run(self, documents: list[Document]) -> RunResult:
+        started = time.time()
+        result = RunResult(documents=documents, questions=self.questions)
+        for doc in documents:
+            if not doc.ok:
+                result.errors.setdefault(doc.id, []).append(doc.status)
+        docs = [d for d in documents if d.ok and d.text.strip()]
+        rows: list[Answer] = []
+        for n, level in enumerate(question_levels(self.questions)):
+            units = self._units(level, docs, rows)
+            label = ",".join(q.id for q in level)
+            spans = self._read(units, result, label)
+            level_units = []
+            for i, unit in enumerate(units):
+                got = {m: spans[(i, m)] for m in unit.question.models if (i, m) in spans}
+                if not got:
+                    continue
+                unit_rows, per_model = self._answers(unit, got)
+                rows.extend(unit_rows)
+                level_units.append((unit, per_model))
+            self._normalize(level_units, rows, result)
+        result.answers = rows
+        result.info.update(self._info(started))
+        return result
+
+    def _info(self, started: float) -> dict:
+        import torch
+        import transformers
+
+        return {
+            "mlpsych": __version__,
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "platform": platform.platform(),
+            "questions": self.questions.source,
+            "models": sorted({m for q in self.questions.questions for m in q.models}),
+            "settings": self.settings.describe(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+            "seconds": round(time.time() - started, 2),
+            "cache": str(self.cache.path),
+            "cache_hits": self.cache.hits,
+            "cache_misses": self.cache.misses,
+            "windows_read": self.windows_read,
+            "models_loaded": list(self.model_loads),
+        }

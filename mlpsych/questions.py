@@ -1,0 +1,233 @@
+"""Question templates: the schema, loading from YAML/JSON, and validation with errors a researcher can act on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+PLACEHOLDER = "__PLACEHOLDER__"
+# Where named template sets live: the project's questions/ folder (next to the package in a checkout).
+LIBRARY_DIR = Path(__file__).resolve().parent.parent / "questions"
+# Longest answer (in tokens) by kind when a template does not say: gold phrase answers (q3) average 26 words.
+DEFAULT_MAX_ANSWER_TOKENS = {"entity": 30, "phrase": 96}
+
+
+class QuestionFileError(ValueError):
+    """A question file that cannot be used; the message names the file, the question and the field."""
+
+
+class NormalizeSpec(BaseModel):
+    """How the LLM stage turns a question's extractive answers into a clean list."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str = Field(min_length=1)
+    model: str | None = None
+    combine: Literal["union", "per_model"] = "union"
+
+
+class RetrievalSpec(BaseModel):
+    """Which windows of a paper are read for the question (``all`` reproduces the paper)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["all", "bm25", "dense"] = "all"
+    budget: int = Field(default=8, ge=1)
+
+
+class QuestionTemplate(BaseModel):
+    """One predetermined question and the configuration that answers it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    text: str = Field(min_length=3)
+    kind: Literal["entity", "phrase", "number"] = "entity"
+    models: list[str] = Field(min_length=1)
+    top_k: int = Field(default=5, ge=1, le=200)
+    max_answer_tokens: int | None = Field(default=None, ge=1, le=512)
+    merge: bool = True
+    allow_empty: bool = False
+    normalize: NormalizeSpec | None = None
+    bridge_from: str | None = None
+    placeholder: str = PLACEHOLDER
+    max_sub_questions: int = Field(default=20, ge=1)
+    retrieval: RetrievalSpec | None = None
+    experimental: bool = False
+    description: str = ""
+
+    @field_validator("models")
+    @classmethod
+    def _no_blank_models(cls, models: list[str]) -> list[str]:
+        if any(not m.strip() for m in models):
+            raise ValueError("model ids must not be blank")
+        return models
+
+    @model_validator(mode="after")
+    def _placeholder_with_bridge(self) -> "QuestionTemplate":
+        if self.bridge_from and self.placeholder not in self.text:
+            raise ValueError(f"a question with bridge_from must contain {self.placeholder} in its text")
+        if not self.bridge_from and self.placeholder in self.text:
+            raise ValueError(f"{self.placeholder} in the text needs bridge_from (the question that fills it)")
+        return self
+
+    @property
+    def answer_tokens(self) -> int:
+        return self.max_answer_tokens or DEFAULT_MAX_ANSWER_TOKENS.get(self.kind, 30)
+
+    def sub_question(self, entity: str) -> str:
+        return self.text.replace(self.placeholder, entity)
+
+
+class QuestionSet(BaseModel):
+    """A template file: named questions answered together."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = ""
+    description: str = ""
+    questions: list[QuestionTemplate] = Field(min_length=1)
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _check_ids_and_bridges(self) -> "QuestionSet":
+        seen: set[str] = set()
+        for q in self.questions:
+            if q.id in seen:
+                raise ValueError(f"question id {q.id!r} appears twice")
+            seen.add(q.id)
+        ordered_ids(self.questions)  # raises on unknown bridges and cycles
+        return self
+
+    def get(self, question_id: str) -> QuestionTemplate:
+        for q in self.questions:
+            if q.id == question_id:
+                return q
+        raise KeyError(question_id)
+
+    def select(self, ids: list[str] | None) -> "QuestionSet":
+        """Only the named questions, plus the questions they bridge from (needed to fill placeholders)."""
+        if not ids:
+            return self
+        known = {q.id for q in self.questions}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise QuestionFileError(f"{self.source}: no question {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        wanted = set(ids)
+        changed = True
+        while changed:
+            changed = False
+            for q in self.questions:
+                if q.id in wanted and q.bridge_from and q.bridge_from not in wanted:
+                    wanted.add(q.bridge_from)
+                    changed = True
+        return self.model_copy(update={"questions": [q for q in self.questions if q.id in wanted]})
+
+    def in_run_order(self) -> list[QuestionTemplate]:
+        order = ordered_ids(self.questions)
+        return sorted(self.questions, key=lambda q: order.index(q.id))
+
+
+def ordered_ids(questions: list[QuestionTemplate]) -> list[str]:
+    """Question ids with every bridge before the questions that use it; refuses unknown bridges and cycles."""
+    by_id = {q.id: q for q in questions}
+    for q in questions:
+        if q.bridge_from and q.bridge_from not in by_id:
+            raise ValueError(f"question {q.id!r} bridges from unknown question {q.bridge_from!r}")
+    order: list[str] = []
+    visiting: list[str] = []
+
+    def visit(qid: str) -> None:
+        if qid in order:
+            return
+        if qid in visiting:
+            cycle = " -> ".join(visiting[visiting.index(qid):] + [qid])
+            raise ValueError(f"bridge cycle: {cycle}")
+        visiting.append(qid)
+        parent = by_id[qid].bridge_from
+        if parent:
+            visit(parent)
+        visiting.pop()
+        order.append(qid)
+
+    for q in questions:
+        visit(q.id)
+    return order
+
+
+def _describe(error: ValidationError, raw: dict) -> str:
+    """First validation error as 'question <id>: field <name>: <message>'."""
+    first = error.errors()[0]
+    loc = list(first["loc"])
+    where = ""
+    if len(loc) >= 2 and loc[0] == "questions" and isinstance(loc[1], int):
+        items = raw.get("questions") or []
+        qid = items[loc[1]].get("id") if loc[1] < len(items) and isinstance(items[loc[1]], dict) else None
+        where = f"question {qid!r}" if qid else f"question #{loc[1] + 1}"
+        loc = loc[2:]
+    field_name = ".".join(str(part) for part in loc)
+    parts = [p for p in (where, f"field {field_name!r}" if field_name else "") if p]
+    return ": ".join(parts + [first["msg"]])
+
+
+def resolve_path(name_or_path: str | Path) -> Path:
+    """A file path, or the name of a template set in the questions library (``mlpsych`` -> questions/mlpsych.yaml)."""
+    candidate = Path(name_or_path)
+    if candidate.is_file():
+        return candidate
+    for folder in (Path.cwd() / "questions", LIBRARY_DIR):
+        for suffix in (".yaml", ".yml", ".json"):
+            path = folder / f"{name_or_path}{suffix}"
+            if path.is_file():
+                return path
+    raise QuestionFileError(
+        f"question file {name_or_path!r} not found (give a path, or one of: {', '.join(library_names()) or 'none'})"
+    )
+
+
+def library_names() -> list[str]:
+    return sorted(p.stem for p in LIBRARY_DIR.glob("*.yaml")) if LIBRARY_DIR.is_dir() else []
+
+
+def parse_question_set(raw: object, source: str) -> QuestionSet:
+    if not isinstance(raw, dict):
+        raise QuestionFileError(f"{source}: expected a mapping with a 'questions' list at the top level")
+    try:
+        return QuestionSet.model_validate({**raw, "source": source})
+    except ValidationError as error:
+        raise QuestionFileError(f"{source}: {_describe(error, raw)}") from None
+
+
+def load_question_set(name_or_path: str | Path) -> QuestionSet:
+    """Load and validate a template file; any problem is a QuestionFileError naming file, question and field."""
+    path = resolve_path(name_or_path)
+    try:
+        content = path.read_text(encoding="utf-8")
+        raw = json.loads(content) if path.suffix == ".json" else yaml.safe_load(content)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as error:
+        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise QuestionFileError(f"{path}: cannot be read as {'JSON' if path.suffix == '.json' else 'YAML'}: {detail}") from None
+    return parse_question_set(raw, str(path))
+
+
+def load_question_sets(names: list[str | Path]) -> QuestionSet:
+    """Several template files answered as one set (ids must stay unique across them)."""
+    sets = [load_question_set(n) for n in names]
+    if len(sets) == 1:
+        return sets[0]
+    merged = [q for s in sets for q in s.questions]
+    return parse_question_set(
+        {"name": "+".join(s.name or Path(s.source).stem for s in sets), "questions": [q.model_dump() for q in merged]},
+        ", ".join(s.source for s in sets),
+    )
+
+
+def dump_question_set(question_set: QuestionSet, path: Path) -> None:
+    """Write a template set as YAML (used by the app's question form and by the tiny-model builder)."""
+    data = question_set.model_dump(exclude={"source"}, exclude_defaults=True)
+    data["questions"] = [q.model_dump(exclude_defaults=True) | {"id": q.id, "text": q.text, "models": q.models} for q in question_set.questions]
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")

@@ -1,0 +1,357 @@
+"""Long-document extractive QA with SQuAD2-tuned encoders: windows, batching, span decoding, the null score.
+
+transformers 5 has no question-answering pipeline, so this module is ours. A paper is tokenized once per
+tokenizer; overlapping windows of it are paired with each question, read in length-sorted batches, and the
+start/end logits decoded into spans ranked together across all windows, with char offsets into the paper.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from mlpsych.answers import Span
+from mlpsych.documents import Document
+from mlpsych.models import free_memory, load_qa_model, pick_device, pick_dtype
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReaderSettings:
+    """How a paper is windowed and decoded; every field is part of the cache key."""
+
+    stride: int = 128  # tokens shared by consecutive windows (the paper's doc_stride)
+    max_length: int | None = None  # window length in tokens; None = the model's maximum
+    question_tokens: int = 64  # room kept for the question, so windows do not depend on it
+    n_best: int = 20  # start and end candidates per window
+    batch_size: int = 8
+    null_threshold: float = 0.0  # for may-be-empty questions: a span must beat the no-answer score by this margin
+    device: str = "auto"
+    dtype: str = "auto"
+
+    def cache_fields(self) -> dict:
+        """Settings that change the result (device and batch size do not, beyond float noise)."""
+        return {k: getattr(self, k) for k in ("stride", "max_length", "question_tokens", "n_best", "null_threshold")}
+
+
+@dataclass(frozen=True)
+class Query:
+    """One question to read for: the text asked, how many spans to keep and how long they may be."""
+
+    question_id: str
+    text: str
+    top_k: int
+    max_answer_tokens: int
+    allow_empty: bool = False
+    bridge_entity: str | None = None
+    windows: tuple[int, ...] | None = None  # only these windows (retrieval); None = all
+
+
+@dataclass
+class Window:
+    """A run of document tokens ``[token_start, token_end)`` covering ``[char_start, char_end)``."""
+
+    index: int
+    token_start: int
+    token_end: int
+    char_start: int
+    char_end: int
+
+
+@dataclass
+class EncodedDocument:
+    """A paper tokenized once: token ids and their char offsets, and its windows."""
+
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+    windows: list[Window] = field(default_factory=list)
+
+
+@dataclass
+class _PairTemplate:
+    """Where a tokenizer puts its special tokens around (question, context): learnt by probing it once."""
+
+    prefix: list[int]
+    middle: list[int]
+    suffix: list[int]
+    type_prefix: list[int]
+    type_middle: list[int]
+    type_suffix: list[int]
+    question_type: int
+    context_type: int
+    uses_token_types: bool
+
+    @property
+    def special_count(self) -> int:
+        return len(self.prefix) + len(self.middle) + len(self.suffix)
+
+
+def _learn_pair_template(tokenizer) -> _PairTemplate:
+    probe = tokenizer("who", "there", return_token_type_ids=True)
+    ids = probe["input_ids"]
+    seq = probe.sequence_ids()
+    types = probe.get("token_type_ids") or [0] * len(ids)
+    q_pos = [i for i, s in enumerate(seq) if s == 0]
+    c_pos = [i for i, s in enumerate(seq) if s == 1]
+    return _PairTemplate(
+        prefix=ids[: q_pos[0]],
+        middle=ids[q_pos[-1] + 1 : c_pos[0]],
+        suffix=ids[c_pos[-1] + 1 :],
+        type_prefix=types[: q_pos[0]],
+        type_middle=types[q_pos[-1] + 1 : c_pos[0]],
+        type_suffix=types[c_pos[-1] + 1 :],
+        question_type=types[q_pos[0]],
+        context_type=types[c_pos[0]],
+        uses_token_types="token_type_ids" in probe,
+    )
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    m = x.max()
+    return x - (m + math.log(np.exp(x - m).sum()))
+
+
+@dataclass
+class WindowCandidate:
+    """A span found in one window, before spans of all windows are ranked together."""
+
+    char_start: int
+    char_end: int
+    score: float  # probability as a QA pipeline reports it: p(start) * p(end) within the window
+    null_score: float  # p(no answer) in that window
+    window: int
+
+
+def decode_window(
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    context_mask: np.ndarray,
+    offsets: Sequence[tuple[int, int]],
+    *,
+    n_best: int,
+    max_answer_tokens: int,
+    null_index: int = 0,
+    window: int = 0,
+) -> tuple[list[WindowCandidate], float]:
+    """SQuAD2 decoding of one window: top-n starts x top-n ends, inside the context, end >= start, length-bounded.
+
+    Scores are normalized over the window (context tokens plus the no-answer position), so spans of different
+    windows compare as the paper's pipeline compared them. Returns the candidates and the window's null score.
+    """
+    allowed = context_mask.astype(bool).copy()
+    allowed[null_index] = True
+    start = np.where(allowed, start_logits, -np.inf)
+    end = np.where(allowed, end_logits, -np.inf)
+    log_start = _log_softmax(start)
+    log_end = _log_softmax(end)
+    null_score = float(math.exp(log_start[null_index] + log_end[null_index]))
+    ctx_idx = np.flatnonzero(context_mask)
+    if ctx_idx.size == 0:
+        return [], null_score
+    k = min(n_best, ctx_idx.size)
+    top_starts = ctx_idx[np.argsort(-log_start[ctx_idx], kind="stable")[:k]]
+    top_ends = ctx_idx[np.argsort(-log_end[ctx_idx], kind="stable")[:k]]
+    candidates = []
+    for s in top_starts:
+        for e in top_ends:
+            if e < s or e - s + 1 > max_answer_tokens:
+                continue
+            char_start, char_end = offsets[s][0], offsets[e][1]
+            if char_end <= char_start:
+                continue
+            score = float(math.exp(log_start[s] + log_end[e]))
+            candidates.append(WindowCandidate(char_start, char_end, score, null_score, window))
+    return candidates, null_score
+
+
+def rank_candidates(
+    candidates: list[WindowCandidate],
+    null_scores: list[float],
+    *,
+    top_k: int,
+    allow_empty: bool,
+    null_threshold: float = 0.0,
+) -> list[WindowCandidate]:
+    """Spans of all windows ranked together; a span read in two overlapping windows counts once (best score).
+
+    For a question that may have no answer, the no-answer option competes as in SQuAD2: its score is the
+    lowest null score over the windows, and only spans above it (plus ``null_threshold``) are kept.
+    """
+    best: dict[tuple[int, int], WindowCandidate] = {}
+    for c in candidates:
+        key = (c.char_start, c.char_end)
+        if key not in best or c.score > best[key].score:
+            best[key] = c
+    ranked = sorted(best.values(), key=lambda c: (-c.score, c.char_start, c.char_end))
+    if allow_empty and null_scores:
+        floor = min(null_scores) + null_threshold
+        ranked = [c for c in ranked if c.score > floor]
+    return ranked[:top_k]
+
+
+def make_windows(offsets: Sequence[tuple[int, int]], context_tokens: int, stride: int) -> list[Window]:
+    """Overlapping windows of ``context_tokens`` tokens; consecutive windows share ``stride`` tokens."""
+    n = len(offsets)
+    if n == 0:
+        return []
+    if stride >= context_tokens:
+        raise ValueError(f"stride ({stride}) must be smaller than the window's context ({context_tokens} tokens)")
+    step = context_tokens - stride
+    windows = []
+    start = 0
+    while True:
+        end = min(start + context_tokens, n)
+        windows.append(Window(len(windows), start, end, offsets[start][0], offsets[end - 1][1]))
+        if end >= n:
+            return windows
+        start += step
+
+
+class Reader:
+    """An extractive QA model reading whole papers. Configure in ``__init__``, load in ``warm_up``, read with ``run``."""
+
+    def __init__(self, model: str, settings: ReaderSettings | None = None) -> None:
+        self.model_id = model
+        self.settings = settings or ReaderSettings()
+        self.model = None
+        self.tokenizer = None
+        self.device = None
+        self._template: _PairTemplate | None = None
+        self._encoded: dict[str, EncodedDocument] = {}
+        self.windows_read = 0  # counted for benchmarks and tests
+
+    def warm_up(self) -> None:
+        if self.model is not None:
+            return
+        self.device = pick_device(self.settings.device)
+        dtype = pick_dtype(self.settings.dtype, self.device)
+        self.model, self.tokenizer = load_qa_model(self.model_id, self.device, dtype)
+        self._template = _learn_pair_template(self.tokenizer)
+
+    def release(self) -> None:
+        self.model = None
+        self.tokenizer = None
+        self._encoded.clear()
+        free_memory()
+
+    @property
+    def max_length(self) -> int:
+        if self.settings.max_length:
+            return self.settings.max_length
+        limits = [getattr(self.model.config, "max_position_embeddings", 512) or 512, self.tokenizer.model_max_length]
+        return int(min(x for x in limits if x and x > 0 and x < 100_000))
+
+    @property
+    def context_tokens(self) -> int:
+        return self.max_length - self._template.special_count - self.settings.question_tokens
+
+    def encode(self, doc: Document) -> EncodedDocument:
+        """Tokenize a paper once (reused by every question asked of it) and cut it into windows."""
+        key = doc.sha256
+        if key not in self._encoded:
+            self.warm_up()
+            enc = self.tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+            offsets = [self._strip_offset(doc.text, o) for o in enc["offset_mapping"]]
+            keep = [i for i, (a, b) in enumerate(offsets) if b > a]
+            ids = [enc["input_ids"][i] for i in keep]
+            offsets = [offsets[i] for i in keep]
+            encoded = EncodedDocument(ids, offsets)
+            encoded.windows = make_windows(offsets, self.context_tokens, self.settings.stride)
+            self._encoded = {key: encoded}  # one paper at a time: memory stays bounded
+        return self._encoded[key]
+
+    @staticmethod
+    def _strip_offset(text: str, offset: tuple[int, int]) -> tuple[int, int]:
+        a, b = offset
+        while a < b and text[a].isspace():
+            a += 1
+        return a, b
+
+    def windows(self, doc: Document) -> list[Window]:
+        return self.encode(doc).windows
+
+    def _features(self, doc: Document, queries: Sequence[Query]):
+        encoded = self.encode(doc)
+        t = self._template
+        features = []
+        for qi, query in enumerate(queries):
+            q_ids = self.tokenizer(query.text, add_special_tokens=False)["input_ids"][: self.settings.question_tokens]
+            chosen = encoded.windows if query.windows is None else [encoded.windows[i] for i in query.windows]
+            for window in chosen:
+                ctx = encoded.ids[window.token_start : window.token_end]
+                ids = t.prefix + q_ids + t.middle + ctx + t.suffix
+                ctx_offset = len(t.prefix) + len(q_ids) + len(t.middle)
+                types = t.type_prefix + [t.question_type] * len(q_ids) + t.type_middle + [t.context_type] * len(ctx) + t.type_suffix
+                features.append((qi, window, ids, types, ctx_offset))
+        return features
+
+    def run(self, doc: Document, queries: Sequence[Query]) -> dict[int, list[Span]]:
+        """Read ``doc`` for each query; returns spans per query index, best first."""
+        import torch
+
+        self.warm_up()
+        features = self._features(doc, queries)
+        encoded = self.encode(doc)
+        candidates: dict[int, list[WindowCandidate]] = {i: [] for i in range(len(queries))}
+        nulls: dict[int, list[float]] = {i: [] for i in range(len(queries))}
+        order = sorted(range(len(features)), key=lambda i: len(features[i][2]))
+        pad_id = self.tokenizer.pad_token_id or 0
+        for batch_start in range(0, len(order), self.settings.batch_size):
+            batch = [features[i] for i in order[batch_start : batch_start + self.settings.batch_size]]
+            width = max(len(f[2]) for f in batch)
+            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            attention = torch.zeros((len(batch), width), dtype=torch.long)
+            token_types = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, (_, _, ids, types, _) in enumerate(batch):
+                input_ids[row, : len(ids)] = torch.tensor(ids)
+                attention[row, : len(ids)] = 1
+                token_types[row, : len(ids)] = torch.tensor(types)
+            inputs = {"input_ids": input_ids, "attention_mask": attention}
+            if self._template.uses_token_types:
+                inputs["token_type_ids"] = token_types
+            with torch.inference_mode():
+                out = self.model(**{k: v.to(self.device) for k, v in inputs.items()})
+            starts = out.start_logits.float().cpu().numpy()
+            ends = out.end_logits.float().cpu().numpy()
+            self.windows_read += len(batch)
+            for row, (qi, window, ids, _, ctx_offset) in enumerate(batch):
+                n_ctx = window.token_end - window.token_start
+                length = len(ids)
+                mask = np.zeros(length, dtype=bool)
+                mask[ctx_offset : ctx_offset + n_ctx] = True
+                offsets = [(0, 0)] * ctx_offset + encoded.offsets[window.token_start : window.token_end]
+                offsets += [(0, 0)] * (length - len(offsets))
+                found, null = decode_window(
+                    starts[row, :length], ends[row, :length], mask, offsets,
+                    n_best=self.settings.n_best, max_answer_tokens=queries[qi].max_answer_tokens, window=window.index,
+                )
+                candidates[qi].extend(found)
+                nulls[qi].append(null)
+        result: dict[int, list[Span]] = {}
+        for qi, query in enumerate(queries):
+            ranked = rank_candidates(
+                candidates[qi], nulls[qi], top_k=query.top_k, allow_empty=query.allow_empty,
+                null_threshold=self.settings.null_threshold,
+            )
+            result[qi] = [self._to_span(doc, query, c) for c in ranked]
+        return result
+
+    def _to_span(self, doc: Document, query: Query, c: WindowCandidate) -> Span:
+        return Span(
+            doc_id=doc.id,
+            question_id=query.question_id,
+            model=self.model_id,
+            text=doc.text[c.char_start : c.char_end],
+            start=c.char_start,
+            end=c.char_end,
+            score=c.score,
+            null_score=c.null_score,
+            page=doc.page_at(c.char_start),
+            evidence=doc.sentence_around(c.char_start, c.char_end),
+            bridge_entity=query.bridge_entity,
+        )

@@ -1,0 +1,80 @@
+"""The pipeline with tiny real models: levels, caching/resume, bridges, per-paper failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlpsych.cache import ResultCache
+from mlpsych.documents import Document
+from mlpsych.pipeline import Pipeline, question_levels
+from mlpsych.questions import load_question_set
+from mlpsych.reader import ReaderSettings
+from mlpsych.settings import LLMSettings, RunSettings
+
+PAPER = (
+    "Participants (N = 312) completed an online survey about burnout. "
+    "We used random forests (RF) and support vector machines (SVM) to predict turnover intention. "
+    "Models were fitted with the caret package in R and with scikit-learn in Python. "
+    "Random forests were used to rank the importance of job demands. "
+) * 12
+
+
+def docs() -> list[Document]:
+    return [Document(id="a", text=PAPER), Document(id="b", text=PAPER.replace("burnout", "engagement"))]
+
+
+def settings(**llm) -> RunSettings:
+    return RunSettings(reader=ReaderSettings(max_length=128, stride=32, batch_size=8, question_tokens=32),
+                       llm=LLMSettings(enabled=False, **llm), max_sub_questions=3)
+
+
+@pytest.mark.slow
+def test_levels_put_bridges_first(tiny_questions):
+    qs = load_question_set(tiny_questions)
+    assert [[q.id for q in level] for level in question_levels(qs)] == [["q1", "q2", "q3"], ["q4"]]
+
+
+@pytest.mark.slow
+def test_run_then_rerun_reads_nothing(tiny_questions, tmp_path):
+    qs = load_question_set(tiny_questions)
+    first = Pipeline(qs, settings(), ResultCache(tmp_path / "cache"), progress=False)
+    result = first.run(docs())
+    assert first.windows_read > 0
+    finals = [a for a in result.answers if a.final]
+    assert {"q1", "q3", "q4"} <= {a.question_id for a in finals}  # q2 may be empty
+    texts = {d.id: d.text for d in docs()}
+    for a in result.answers:
+        assert a.text == " ".join(texts[a.doc_id][a.start : a.end].split())
+        assert a.page == 1 and a.text in a.evidence
+    # q4 answers are per bridge entity, and each entity is a q1 final answer of that paper.
+    for doc_id in ("a", "b"):
+        q1 = {a.text for a in result.answers if a.doc_id == doc_id and a.question_id == "q1" and a.final}
+        entities = {a.bridge_entity for a in result.answers if a.doc_id == doc_id and a.question_id == "q4"}
+        assert entities and entities <= q1
+        assert len(entities) <= 3
+
+    second = Pipeline(qs, settings(), ResultCache(tmp_path / "cache"), progress=False)
+    again = second.run(docs())
+    assert second.windows_read == 0 and second.model_loads == []
+    assert [a.to_dict() for a in again.answers] == [a.to_dict() for a in result.answers]
+
+
+@pytest.mark.slow
+def test_changed_setting_recomputes_only_what_it_touches(tiny_questions, tmp_path):
+    qs = load_question_set(tiny_questions).select(["q1", "q2"])
+    cache = tmp_path / "cache"
+    Pipeline(qs, settings(), ResultCache(cache), progress=False).run(docs())
+    changed = qs.model_copy(update={"questions": [qs.get("q1").model_copy(update={"top_k": 3}), qs.get("q2")]})
+    rerun = Pipeline(changed, settings(), ResultCache(cache), progress=False)
+    rerun.run(docs())
+    q1_models = set(qs.get("q1").models)
+    assert set(rerun.model_loads) == q1_models  # q2's models were not loaded again
+
+
+@pytest.mark.slow
+def test_unreadable_paper_is_reported_and_others_answered(tiny_questions, tmp_path):
+    qs = load_question_set(tiny_questions).select(["q1"])
+    bad = Document(id="broken", text="", status="encrypted PDF: password required")
+    result = Pipeline(qs, settings(), ResultCache(tmp_path), progress=False).run([bad, *docs()])
+    assert result.errors["broken"] == ["encrypted PDF: password required"]
+    assert {a.doc_id for a in result.answers} == {"a", "b"}

@@ -1,0 +1,98 @@
+"""Span decoding on hand-made logits: null answers, max length, context-only spans, spans across windows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mlpsych.reader import WindowCandidate, decode_window, make_windows, rank_candidates
+
+NEG = -20.0
+
+
+def _logits(n: int, peaks: dict[int, float]) -> np.ndarray:
+    x = np.full(n, NEG)
+    for i, v in peaks.items():
+        x[i] = v
+    return x
+
+
+# Sequence: [CLS] q q [SEP] c c c c c [SEP]; context tokens are positions 4..8, each 2 chars wide.
+CONTEXT = np.array([0, 0, 0, 0, 1, 1, 1, 1, 1, 0], dtype=bool)
+OFFSETS = [(0, 0)] * 4 + [(0, 2), (3, 5), (6, 8), (9, 11), (12, 14)] + [(0, 0)]
+
+
+def test_best_span_and_probability():
+    start = _logits(10, {5: 10.0})
+    end = _logits(10, {6: 10.0})
+    found, null = decode_window(start, end, CONTEXT, OFFSETS, n_best=3, max_answer_tokens=5)
+    best = max(found, key=lambda c: c.score)
+    assert (best.char_start, best.char_end) == (3, 8)
+    assert best.score == pytest.approx(1.0, abs=1e-6)
+    assert null == pytest.approx(math.exp(2 * (NEG - 10.0)), rel=1e-3)
+
+
+def test_spans_never_leave_the_context():
+    # The highest logits sit on the question tokens; they must not become answers.
+    start = _logits(10, {1: 30.0, 4: 5.0})
+    end = _logits(10, {2: 30.0, 4: 5.0})
+    found, _ = decode_window(start, end, CONTEXT, OFFSETS, n_best=10, max_answer_tokens=5)
+    assert found
+    assert all(c.char_start >= 0 and (c.char_start, c.char_end) in {(a, b) for a, _ in OFFSETS[4:9] for _, b in OFFSETS[4:9]} for c in found)
+    assert all(c.char_end > c.char_start for c in found)
+
+
+def test_end_before_start_and_max_length_rejected():
+    start = _logits(10, {8: 10.0, 4: 9.0})
+    end = _logits(10, {4: 10.0, 8: 9.0})
+    found, _ = decode_window(start, end, CONTEXT, OFFSETS, n_best=2, max_answer_tokens=3)
+    spans = {(c.char_start, c.char_end) for c in found}
+    assert (12, 2) not in spans  # end before start
+    assert (0, 14) not in spans  # 5 tokens > max 3
+    assert spans == {(12, 14), (0, 2)}
+
+
+def test_null_answer_wins_for_may_be_empty_questions():
+    # Window strongly predicts "no answer" (CLS); the only span is weak.
+    start = _logits(10, {0: 10.0, 5: 1.0})
+    end = _logits(10, {0: 10.0, 5: 1.0})
+    found, null = decode_window(start, end, CONTEXT, OFFSETS, n_best=3, max_answer_tokens=5)
+    assert null > max(c.score for c in found)
+    assert rank_candidates(found, [null], top_k=5, allow_empty=True) == []
+    # The same window for a question that always has answers keeps the top spans.
+    assert rank_candidates(found, [null], top_k=1, allow_empty=False)[0].char_start == 3
+
+
+def test_null_floor_is_the_lowest_null_over_windows():
+    # Window 0 has no answer (null high); window 1 has a confident answer (null low): the span survives.
+    a = WindowCandidate(10, 20, score=0.6, null_score=0.01, window=1)
+    b = WindowCandidate(30, 35, score=0.05, null_score=0.9, window=0)
+    kept = rank_candidates([a, b], [0.9, 0.01], top_k=5, allow_empty=True)
+    assert kept == [a, b]
+    kept = rank_candidates([a, b], [0.9, 0.1], top_k=5, allow_empty=True)
+    assert kept == [a]
+
+
+def test_span_seen_in_two_overlapping_windows_counts_once_with_best_score():
+    one = WindowCandidate(100, 120, score=0.3, null_score=0.1, window=0)
+    two = WindowCandidate(100, 120, score=0.7, null_score=0.1, window=1)
+    other = WindowCandidate(5, 9, score=0.5, null_score=0.1, window=0)
+    ranked = rank_candidates([one, other, two], [0.1, 0.1], top_k=5, allow_empty=False)
+    assert [(c.char_start, c.score) for c in ranked] == [(100, 0.7), (5, 0.5)]
+
+
+def test_top_k_cuts_after_ranking_all_windows():
+    cands = [WindowCandidate(i, i + 1, score=s, null_score=0.0, window=i % 3) for i, s in enumerate([0.1, 0.9, 0.5, 0.7])]
+    assert [c.char_start for c in rank_candidates(cands, [0.0], top_k=2, allow_empty=False)] == [1, 3]
+
+
+def test_windows_overlap_by_stride_and_cover_everything():
+    offsets = [(i * 3, i * 3 + 2) for i in range(25)]
+    windows = make_windows(offsets, context_tokens=10, stride=4)
+    assert [(w.token_start, w.token_end) for w in windows] == [(0, 10), (6, 16), (12, 22), (18, 25)]
+    assert windows[1].char_start == 18 and windows[-1].char_end == 74
+    with pytest.raises(ValueError):
+        make_windows(offsets, context_tokens=4, stride=4)
+    assert make_windows([], context_tokens=10, stride=4) == []
