@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -23,7 +24,9 @@ SCHEMA = "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, stage TEXT, 
 
 
 def default_cache_dir() -> Path:
-    return Path(user_cache_dir("mlpsych"))
+    """``$MLPSYCH_CACHE`` if set, else the per-user cache folder of the platform."""
+    configured = os.environ.get("MLPSYCH_CACHE")
+    return Path(configured) if configured else Path(user_cache_dir("mlpsych"))
 
 
 def make_key(**parts: Any) -> str:

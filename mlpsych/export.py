@@ -114,7 +114,7 @@ def write_xlsx(result: RunResult, path: Path) -> None:
         for cell in ws[1]:
             cell.font = Font(bold=True)
         for row in rows:
-            ws.append(row)
+            ws.append([_safe(v) for v in row])
         ws.freeze_panes = "A2"
         for i, column in enumerate(header, start=1):
             letter = ws.cell(row=1, column=i).column_letter
@@ -123,6 +123,13 @@ def write_xlsx(result: RunResult, path: Path) -> None:
                 for cell in ws[letter][1:]:
                     cell.alignment = Alignment(wrap_text=True, vertical="top")
     wb.save(path)
+
+
+def _safe(value):
+    """Control characters (from PDFs or LLM output) are not allowed in XLSX cells: replace them visibly."""
+    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+
+    return ILLEGAL_CHARACTERS_RE.sub("\ufffd", value) if isinstance(value, str) else value
 
 
 def _cells(row: dict) -> list:

@@ -11,6 +11,8 @@ class CachedNormalizer:
 
     def __init__(self, model: str, settings: LLMSettings, cache: ResultCache) -> None:
         self.model = model
+        self.model_name = model
+        self.max_input_items = settings.max_input_items
         self.settings = settings
         self.cache = cache
         self._normalizer = None
@@ -29,7 +31,8 @@ class CachedNormalizer:
         if self._normalizer is None:
             normalizer = Normalizer(self.model, device=self.settings.device, dtype=self.settings.dtype,
                                     quantization=self.settings.quantization,
-                                    max_new_tokens=self.settings.max_new_tokens, batch_size=self.settings.batch_size)
+                                    max_new_tokens=self.settings.max_new_tokens, batch_size=self.settings.batch_size,
+                                    max_input_items=self.settings.max_input_items)
             try:
                 normalizer.warm_up()
             except Exception as error:

@@ -79,7 +79,7 @@ class Pipeline:
     ) -> None:
         self.questions = questions
         self.settings = settings or RunSettings()
-        self.cache = cache or ResultCache()
+        self.cache = cache if cache is not None else ResultCache()
         self.progress = progress
         self.on_progress = on_progress
         self.windows_read = 0
@@ -189,7 +189,7 @@ class Pipeline:
                        disable=not self.progress)
             for done, (unit, per_model) in enumerate(bar, start=1):
                 try:
-                    normalized, raw = normalize_answers(unit.doc, unit.question, per_model, normalizer)
+                    normalized, audit = normalize_answers(unit.doc, unit.question, per_model, normalizer)
                 except NormalizerUnavailable as error:
                     log.warning("normalization skipped, extractive answers kept: %s", error)
                     result.info.setdefault("warnings", []).append(f"normalization skipped: {error}")
@@ -198,7 +198,7 @@ class Pipeline:
                     log.warning("%s: normalization failed: %s", unit.doc.id, error)
                     result.errors.setdefault(unit.doc.id, []).append(f"normalize {unit.question.id}: {error}")
                     continue
-                for model, text in raw.items():
+                for model, text in audit["raw_outputs"].items():
                     result.llm_outputs.append({"paper_id": unit.doc.id, "question_id": unit.question.id,
                                                "llm": llm, "model": model, "raw_output": text})
                 grounded = [a for a in normalized if a.stage == "normalized"]

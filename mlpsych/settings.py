@@ -22,6 +22,7 @@ class LLMSettings(BaseModel):
     quantization: Literal["8bit", "4bit"] | None = None
     max_new_tokens: int = Field(default=256, ge=8, le=4096)
     batch_size: int = Field(default=4, ge=1)
+    max_input_items: int = Field(default=60, ge=1)  # extractive answers shown to the LLM per prompt
 
 
 class RunSettings(BaseModel):

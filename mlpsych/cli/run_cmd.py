@@ -12,7 +12,7 @@ log = logging.getLogger(__name__)
 
 
 def add_parser(subparsers) -> None:
-    from mlpsych.ingest import add_ingest_options
+    from mlpsych.cli.ingest_cmd import add_ingest_options
 
     p = subparsers.add_parser("run", help="answer the questions for every paper and write a spreadsheet",
                               description="Answer predetermined questions for a folder of papers.")
@@ -53,7 +53,7 @@ def settings_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from mlpsych.cache import ResultCache
     from mlpsych.export import WRITERS, write_result
-    from mlpsych.ingest import ingest_from_args
+    from mlpsych.cli.ingest_cmd import ingest_from_args
     from mlpsych.models import ModelLoadError
     from mlpsych.pipeline import Pipeline
     from mlpsych.questions import QuestionFileError, load_question_sets

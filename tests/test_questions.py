@@ -1,0 +1,75 @@
+"""Question templates: the paper's file, user files, and errors that name file, question and field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mlpsych.questions import QuestionFileError, load_question_set, load_question_sets
+
+
+def write(tmp_path, text: str, name: str = "mine.yaml"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_paper_configuration():
+    qs = load_question_set("mlpsych")
+    q1, q2, q3, q4 = (qs.get(i) for i in ("q1", "q2", "q3", "q4"))
+    assert q1.models == ["deepset/deberta-v3-large-squad2", "ahotrod/albert_xxlargev1_squad2_512"]
+    assert (q1.top_k, q1.merge, q1.normalize is not None) == (20, True, True)
+    assert q2.models == ["ahotrod/electra_large_discriminator_squad2_512", "deepset/roberta-large-squad2"]
+    assert (q2.top_k, q2.merge, q2.allow_empty, q2.normalize is not None) == (5, False, True, True)
+    assert (q3.kind, q3.top_k, q3.merge, q3.normalize) == ("phrase", 5, True, None)
+    assert q3.answer_tokens > q1.answer_tokens  # phrase answers need long spans
+    assert (q4.bridge_from, q4.models) == ("q1", ["deepset/deberta-v3-large-squad2"])
+    assert q4.sub_question("random forest") == "What was random forest used for?"
+    assert [q.id for q in qs.in_run_order()] == ["q1", "q2", "q3", "q4"]
+
+
+def test_user_questions_in_yaml_and_json(tmp_path):
+    yaml_file = write(tmp_path, "questions:\n  - id: n\n    text: How many participants took part?\n    kind: number\n    models: [some/model]\n")
+    json_file = write(tmp_path, json.dumps({"questions": [{"id": "c", "text": "In which country?", "models": ["x/y"]}]}), "c.json")
+    both = load_question_sets([yaml_file, json_file])
+    assert [q.id for q in both.questions] == ["n", "c"]
+    assert both.get("n").top_k == 5
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("questions:\n  - id: q1\n    text: What?\n    models: [m]\n    top_k: many\n", "question 'q1': field 'top_k'"),
+        ("questions:\n  - id: q1\n    text: What was used?\n", "question 'q1': field 'models'"),
+        ("questions:\n  - id: q1\n    text: What was used?\n    models: [m]\n    colour: red\n", "question 'q1': field 'colour'"),
+        ("questions:\n  - text: What was used?\n    models: [m]\n", "question #1: field 'id'"),
+        ("questions:\n  - id: a\n    text: What was __PLACEHOLDER__ for?\n    models: [m]\n    bridge_from: zz\n", "unknown question 'zz'"),
+        ("questions:\n  - id: a\n    text: What was __PLACEHOLDER__ for?\n    models: [m]\n    bridge_from: b\n"
+         "  - id: b\n    text: What was __PLACEHOLDER__ about?\n    models: [m]\n    bridge_from: a\n", "bridge cycle"),
+        ("questions:\n  - id: a\n    text: What was __PLACEHOLDER__ for?\n    models: [m]\n", "needs bridge_from"),
+        ("questions: [\n", "cannot be read as YAML"),
+        ("- just a list\n", "expected a mapping"),
+        ("questions:\n  - id: a\n    text: One?\n    models: [m]\n  - id: a\n    text: Two?\n    models: [m]\n", "appears twice"),
+    ],
+)
+def test_errors_name_file_question_and_field(tmp_path, body, expected):
+    path = write(tmp_path, body)
+    with pytest.raises(QuestionFileError) as info:
+        load_question_set(path)
+    message = str(info.value)
+    assert message.startswith(str(path))
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_unknown_name_lists_the_library():
+    with pytest.raises(QuestionFileError, match="mlpsych"):
+        load_question_set("no-such-template-set")
+
+
+def test_select_adds_bridges():
+    qs = load_question_set("mlpsych").select(["q4"])
+    assert [q.id for q in qs.questions] == ["q1", "q4"]
+    with pytest.raises(QuestionFileError, match="no question q9"):
+        load_question_set("mlpsych").select(["q9"])
