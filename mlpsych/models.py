@@ -66,21 +66,31 @@ def _explain(model_id: str, error: Exception) -> str:
             f"(no such Hub repo, or no internet). Check the id, or point to a local folder with the model files")
 
 
-def load_qa_model(model_id: str, device: str, dtype):
-    """An extractive QA model and its fast tokenizer (offsets are needed), from a Hub id or a local folder."""
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+def load_tokenizer(model_id: str):
+    """A model's fast tokenizer (answers need character offsets): enough to window a paper and retrieve."""
+    from transformers import AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_id)
-        model = AutoModelForQuestionAnswering.from_pretrained(model_id, dtype=dtype, **safetensors_kwargs(model_id))
-    except (OSError, ValueError, EnvironmentError) as error:
+    except (OSError, ValueError) as error:
         raise ModelLoadError(_explain(model_id, error)) from error
     if not getattr(tokenizer, "is_fast", False):
         raise ModelLoadError(f"model {model_id!r} has no fast tokenizer; answers need character offsets")
+    return tokenizer
+
+
+def load_qa_model(model_id: str, device: str, dtype):
+    """An extractive QA model from a Hub id or a local folder, on ``device`` in ``dtype``, in eval mode."""
+    from transformers import AutoModelForQuestionAnswering
+
+    try:
+        model = AutoModelForQuestionAnswering.from_pretrained(model_id, dtype=dtype, **safetensors_kwargs(model_id))
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(_explain(model_id, error)) from error
     model.to(device)
     model.eval()
     log.info("loaded %s on %s (%s)", model_id, device, str(dtype).replace("torch.", ""))
-    return model, tokenizer
+    return model
 
 
 def safetensors_kwargs(model_id: str) -> dict:

@@ -76,6 +76,7 @@ class Pipeline:
         cache: ResultCache | None = None,
         progress: bool = True,
         on_progress: ProgressCallback | None = None,
+        keep_loaded: bool = False,
     ) -> None:
         self.questions = questions
         self.settings = settings or RunSettings()
@@ -84,6 +85,11 @@ class Pipeline:
         self.on_progress = on_progress
         self.windows_read = 0
         self.model_loads: list[str] = []
+        # Models stay loaded between runs only when asked (a long-lived worker); otherwise each model is released
+        # as soon as its stage ends, so encoders and the LLM are never resident together.
+        self.keep_loaded = keep_loaded
+        self._readers: dict[str, Reader] = {}
+        self._normalizers: dict[str, object] = {}
 
     # -- reading -----------------------------------------------------------------------------------------
     def _query(self, question: QuestionTemplate, text: str, entity: str | None = None) -> Query:
@@ -109,7 +115,8 @@ class Pipeline:
         models = list(dict.fromkeys(m for u in units for m in u.question.models))
         for model in models:
             mine = [i for i, u in enumerate(units) if model in u.question.models]
-            reader = Reader(model, self.settings.reader)
+            reader = self._readers.get(model) or Reader(model, self.settings.reader)
+            windows_before = reader.windows_read
             by_doc: dict[str, list[int]] = {}
             for i in mine:
                 by_doc.setdefault(units[i].doc.id, []).append(i)
@@ -140,8 +147,11 @@ class Pipeline:
                                        [s.to_dict() for s in found[j]], stage="read")
                 if self.on_progress:
                     self.on_progress(f"{label} · {model}", done, len(by_doc))
-            self.windows_read += reader.windows_read
-            reader.release()
+            self.windows_read += reader.windows_read - windows_before
+            if self.keep_loaded:
+                self._readers[model] = reader
+            else:
+                reader.release()
         return spans
 
     @staticmethod
@@ -184,7 +194,7 @@ class Pipeline:
             llm = self.settings.llm.model or u.question.normalize.model or "meta-llama/Meta-Llama-3-8B-Instruct"
             by_model.setdefault(llm, []).append((u, pm))
         for llm, items in by_model.items():
-            normalizer = CachedNormalizer(llm, self.settings.llm, self.cache)
+            normalizer = self._normalizers.get(llm) or CachedNormalizer(llm, self.settings.llm, self.cache)
             bar = tqdm(items, desc=f"normalize · {llm.rstrip('/').split('/')[-1]}", unit="answer list",
                        disable=not self.progress)
             for done, (unit, per_model) in enumerate(bar, start=1):
@@ -211,7 +221,10 @@ class Pipeline:
                 rows.extend(normalized)
                 if self.on_progress:
                     self.on_progress(f"normalize · {llm}", done, len(items))
-            normalizer.release()
+            if self.keep_loaded:
+                self._normalizers[llm] = normalizer
+            else:
+                normalizer.release()
 
     # -- the run -----------------------------------------------------------------------------------------
     def _units(self, level: list[QuestionTemplate], docs: list[Document], rows: list[Answer]) -> list[_Unit]:
@@ -254,6 +267,15 @@ class Pipeline:
         result.answers = rows
         result.info.update(self._info(started))
         return result
+
+    def release(self) -> None:
+        """Free every model kept loaded with ``keep_loaded``."""
+        for reader in self._readers.values():
+            reader.release()
+        for normalizer in self._normalizers.values():
+            normalizer.release()
+        self._readers.clear()
+        self._normalizers.clear()
 
     def _info(self, started: float) -> dict:
         import torch

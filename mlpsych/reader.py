@@ -16,7 +16,7 @@ import numpy as np
 
 from mlpsych.answers import Span
 from mlpsych.documents import Document
-from mlpsych.models import free_memory, load_qa_model, pick_device, pick_dtype
+from mlpsych.models import free_memory, load_qa_model, load_tokenizer, pick_device, pick_dtype
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,16 @@ def _learn_pair_template(tokenizer) -> _PairTemplate:
         context_type=types[c_pos[0]],
         uses_token_types="token_type_ids" in probe,
     )
+
+
+def _max_positions(model_id: str) -> int:
+    """The model's position limit from its config (read without loading weights)."""
+    from transformers import AutoConfig
+
+    try:
+        return int(getattr(AutoConfig.from_pretrained(model_id), "max_position_embeddings", 512) or 512)
+    except (OSError, ValueError):
+        return 512
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
@@ -222,16 +232,25 @@ class Reader:
         self.tokenizer = None
         self.device = None
         self._template: _PairTemplate | None = None
+        self._max_positions = 512
+        self._batch_size = self.settings.batch_size  # halved on CUDA out-of-memory
         self._encoded: dict[str, EncodedDocument] = {}
         self.windows_read = 0  # counted for benchmarks and tests
 
+    def load_tokenizer(self) -> None:
+        """The tokenizer alone: enough to window papers (and so to retrieve) before the model is needed."""
+        if self.tokenizer is None:
+            self.tokenizer = load_tokenizer(self.model_id)
+            self._template = _learn_pair_template(self.tokenizer)
+            self._max_positions = _max_positions(self.model_id)
+
     def warm_up(self) -> None:
+        self.load_tokenizer()
         if self.model is not None:
             return
         self.device = pick_device(self.settings.device)
         dtype = pick_dtype(self.settings.dtype, self.device)
-        self.model, self.tokenizer = load_qa_model(self.model_id, self.device, dtype)
-        self._template = _learn_pair_template(self.tokenizer)
+        self.model = load_qa_model(self.model_id, self.device, dtype)
 
     def release(self) -> None:
         self.model = None
@@ -243,7 +262,7 @@ class Reader:
     def max_length(self) -> int:
         if self.settings.max_length:
             return self.settings.max_length
-        limits = [getattr(self.model.config, "max_position_embeddings", 512) or 512, self.tokenizer.model_max_length]
+        limits = [self._max_positions, self.tokenizer.model_max_length]
         return int(min(x for x in limits if x and x > 0 and x < 100_000))
 
     @property
@@ -254,7 +273,7 @@ class Reader:
         """Tokenize a paper once (reused by every question asked of it) and cut it into windows."""
         key = doc.sha256
         if key not in self._encoded:
-            self.warm_up()
+            self.load_tokenizer()
             enc = self.tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
             offsets = [self._strip_offset(doc.text, o) for o in enc["offset_mapping"]]
             keep = [i for i, (a, b) in enumerate(offsets) if b > a]
@@ -300,24 +319,19 @@ class Reader:
         candidates: dict[int, list[WindowCandidate]] = {i: [] for i in range(len(queries))}
         nulls: dict[int, list[float]] = {i: [] for i in range(len(queries))}
         order = sorted(range(len(features)), key=lambda i: len(features[i][2]))
-        pad_id = self.tokenizer.pad_token_id or 0
-        for batch_start in range(0, len(order), self.settings.batch_size):
-            batch = [features[i] for i in order[batch_start : batch_start + self.settings.batch_size]]
-            width = max(len(f[2]) for f in batch)
-            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-            attention = torch.zeros((len(batch), width), dtype=torch.long)
-            token_types = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, (_, _, ids, types, _) in enumerate(batch):
-                input_ids[row, : len(ids)] = torch.tensor(ids)
-                attention[row, : len(ids)] = 1
-                token_types[row, : len(ids)] = torch.tensor(types)
-            inputs = {"input_ids": input_ids, "attention_mask": attention}
-            if self._template.uses_token_types:
-                inputs["token_type_ids"] = token_types
-            with torch.inference_mode():
-                out = self.model(**{k: v.to(self.device) for k, v in inputs.items()})
-            starts = out.start_logits.float().cpu().numpy()
-            ends = out.end_logits.float().cpu().numpy()
+        position = 0
+        while position < len(order):
+            batch = [features[i] for i in order[position : position + self._batch_size]]
+            try:
+                starts, ends = self._forward(batch)
+            except torch.cuda.OutOfMemoryError:
+                if self._batch_size == 1:
+                    raise
+                self._batch_size = max(1, self._batch_size // 2)
+                log.warning("%s: CUDA out of memory; batch size halved to %d and retried", self.model_id, self._batch_size)
+                torch.cuda.empty_cache()
+                continue
+            position += len(batch)
             self.windows_read += len(batch)
             for row, (qi, window, ids, _, ctx_offset) in enumerate(batch):
                 n_ctx = window.token_end - window.token_start
@@ -340,6 +354,26 @@ class Reader:
             )
             result[qi] = [self._to_span(doc, query, c) for c in ranked]
         return result
+
+    def _forward(self, batch) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end logits for a batch of (question, window) features, padded to the longest."""
+        import torch
+
+        pad_id = self.tokenizer.pad_token_id or 0
+        width = max(len(f[2]) for f in batch)
+        input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        token_types = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, (_, _, ids, types, _) in enumerate(batch):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention[row, : len(ids)] = 1
+            token_types[row, : len(ids)] = torch.tensor(types)
+        inputs = {"input_ids": input_ids, "attention_mask": attention}
+        if self._template.uses_token_types:
+            inputs["token_type_ids"] = token_types
+        with torch.inference_mode():
+            out = self.model(**{k: v.to(self.device) for k, v in inputs.items()})
+        return out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
 
     def _to_span(self, doc: Document, query: Query, c: WindowCandidate) -> Span:
         return Span(
