@@ -101,7 +101,8 @@ def write_xlsx(result: RunResult, path: Path) -> None:
                    [list(r.values()) for r in papers]),
         "answers": (ANSWER_COLUMNS + CODER_COLUMNS,
                     [_cells(r) + [None] * len(CODER_COLUMNS) for r in answer_rows(result, final_only=True)]),
-        "model_answers": (ANSWER_COLUMNS, [_cells(r) for r in answer_rows(result) if not r["final"]]),
+        "model_answers": (ANSWER_COLUMNS, [_cells(r) for r in answer_rows(result)
+                                         if not r["final"] and r["stage"] != "ungrounded"]),
         "llm": (["paper_id", "question_id", "llm", "model", "raw_output"],
                 [[o["paper_id"], o["question_id"], o["llm"], o["model"], o["raw_output"]] for o in result.llm_outputs]),
         "run": (["key", "value"], [list(r) for r in run_rows(result)]),

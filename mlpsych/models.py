@@ -51,7 +51,7 @@ def pick_dtype(requested: str, device: str):
     return torch.float32
 
 
-def _explain(model_id: str, error: Exception) -> str:
+def explain_load_error(model_id: str, error: Exception) -> str:
     text = str(error)
     local = Path(model_id).expanduser()
     if local.exists():
@@ -73,7 +73,7 @@ def load_tokenizer(model_id: str):
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_id)
     except (OSError, ValueError) as error:
-        raise ModelLoadError(_explain(model_id, error)) from error
+        raise ModelLoadError(explain_load_error(model_id, error)) from error
     if not getattr(tokenizer, "is_fast", False):
         raise ModelLoadError(f"model {model_id!r} has no fast tokenizer; answers need character offsets")
     return tokenizer
@@ -86,7 +86,7 @@ def load_qa_model(model_id: str, device: str, dtype):
     try:
         model = AutoModelForQuestionAnswering.from_pretrained(model_id, dtype=dtype, **safetensors_kwargs(model_id))
     except (OSError, ValueError) as error:
-        raise ModelLoadError(_explain(model_id, error)) from error
+        raise ModelLoadError(explain_load_error(model_id, error)) from error
     model.to(device)
     model.eval()
     log.info("loaded %s on %s (%s)", model_id, device, str(dtype).replace("torch.", ""))

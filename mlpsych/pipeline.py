@@ -212,7 +212,8 @@ class Pipeline:
                     result.llm_outputs.append({"paper_id": unit.doc.id, "question_id": unit.question.id,
                                                "llm": llm, "model": model, "raw_output": text})
                 grounded = [a for a in normalized if a.stage == "normalized"]
-                if grounded or not any(per_model.values()):
+                # An empty list is an answer for questions that may have none (q2), unless the LLM's output failed.
+                if grounded or (unit.question.allow_empty and not audit["errors"]):
                     for a in rows:
                         if a.doc_id == unit.doc.id and a.question_id == unit.question.id:
                             a.final = False

@@ -1,0 +1,47 @@
+"""`mlpsych agree CODED.xlsx`: precision of the answers a researcher coded, and agreement between coders."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from mlpsych.cli import UserError
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "agree", help="precision and coder agreement from a coded spreadsheet",
+        description="Read the 'answers' sheet after coders marked answers correct (column 'correct', a second coder "
+                    "in 'correct_2' or 'correct_<name>'): precision by question and model, Cohen's kappa per pair.")
+    p.add_argument("coded", type=Path, help="the .xlsx written by `mlpsych run`, with the coder columns filled in")
+    p.add_argument("--out", type=Path, default=None, help="write the report: a .md or .csv (precision table) file")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlpsych import agree
+    from mlpsych.evaluate import EvalInputError
+
+    if args.coded.suffix.lower() not in (".xlsx", ".xlsm"):
+        raise UserError(f"{args.coded}: expected an .xlsx workbook")
+    try:
+        codings, coders = agree.read_codings(args.coded)
+    except EvalInputError as error:
+        raise UserError(str(error)) from None
+    if not any(mark is not None for c in codings for mark in c.marks.values()):
+        raise UserError(f"{args.coded}: no answer is coded yet (fill the 'correct' column with yes/no)")
+    precision = agree.precision_table(codings, coders)
+    kappas = agree.kappa_table(codings, coders)
+    markdown = agree.report_markdown(precision, kappas, coders)
+    print(markdown)
+    if args.out:
+        if args.out.suffix.lower() not in (".md", ".csv"):
+            raise UserError(f"--out {args.out}: use a .md or .csv file name")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        text = markdown if args.out.suffix.lower() == ".md" else agree.report_csv(precision, coders)
+        args.out.write_text(text, encoding="utf-8")
+        log.info("wrote %s", args.out)
+    return 0

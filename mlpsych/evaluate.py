@@ -1,0 +1,491 @@
+"""Dataset-level evaluation of an ``mlpsych run`` output against MLPsych-format gold, in the paper's table shape.
+
+Conventions of the MLPsych dataset (see its README): the evaluated papers are the keys of the gold ``q1``;
+a paper absent from an *unanswerable* question (``q2``) has an empty gold list; a paper absent from any
+other question was not annotated for it and is left out of that question. Papers that the prediction file
+does not mention at all are left out too (with a warning), so a run on part of the corpus scores that part.
+
+Rows of the table are the reader models and ``combined``. An extractive answer belongs to its model, or to
+``combined`` when it is an ensemble row (``ensemble: true`` or more than one model). A normalized answer
+belongs to every model whose LLM output held it, and to ``combined`` when the question had several readers.
+``ungrounded`` answers are never scored. All sub-question answers of a multi-hop question count as that
+paper's prediction list. Confidence intervals resample papers (paired across models) with replacement.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from mlpsych.metrics import (
+    COLUMNS,
+    DEFAULT_SIMILARITY_THRESHOLD,
+    ItemScore,
+    SimilarityFn,
+    aggregate,
+    clean_answers,
+    score_item,
+)
+
+logger = logging.getLogger(__name__)
+
+COMBINED = "combined"
+STAGES = ("extractive", "normalized", "best")
+PRED_COLUMNS = ("paper_id", "source_file", "question_id", "question", "answer", "stage", "models", "score",
+                "start", "end", "page", "evidence", "bridge_entity")
+
+
+class EvalInputError(ValueError):
+    """An input file the user gave cannot be read as expected (shown as a one-line error by the CLI)."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading inputs
+# ----------------------------------------------------------------------------------------------------------
+
+
+def load_texts(path: str | Path) -> dict[str, str]:
+    """MLPsych ``text.json``: a JSON string holding JSON ``{paper_id: text}`` (a plain object is accepted too)."""
+    data = _read_json(path)
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError as error:
+            raise EvalInputError(f"{path}: inner JSON string is not valid JSON ({error})") from error
+    if not isinstance(data, dict):
+        raise EvalInputError(f"{path}: expected {{paper_id: text}}, got {type(data).__name__}")
+    return {str(k): v for k, v in data.items()}
+
+
+def load_gold(path: str | Path) -> dict[str, dict[str, list[str]]]:
+    """MLPsych gold ``{question: {paper_id: [{start, end, text}, ...]}}`` as ``{question: {paper: [text]}}``."""
+    return gold_from_dict(_read_json(path), str(path))
+
+
+def gold_from_dict(data: Any, source: str = "gold") -> dict[str, dict[str, list[str]]]:
+    """Gold answers from the decoded JSON object (spans as dicts with ``text``, or plain strings)."""
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise EvalInputError(f"{source}: expected {{question_id: {{paper_id: [spans]}}}}")
+    gold: dict[str, dict[str, list[str]]] = {}
+    for question, papers in data.items():
+        gold[question] = {}
+        for paper, spans in papers.items():
+            gold[question][str(paper)] = [s["text"] if isinstance(s, dict) else str(s) for s in spans or []]
+    return gold
+
+
+def _read_json(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise EvalInputError(f"{path}: no such file")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise EvalInputError(f"{path}: not valid JSON ({error})") from error
+
+
+def truthy(value: Any) -> bool:
+    """Lenient boolean of a spreadsheet or JSON cell (True, 1, "yes", "true", "y")."""
+    if isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "y", "t"}
+    return bool(value)
+
+
+def parse_models(value: Any) -> list[str]:
+    """``models`` as a list: JSONL gives a list, XLSX a "+"-joined string (a JSON list string also works)."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value if str(v).strip()]
+    text = str(value).strip()
+    if text.startswith("["):
+        try:
+            return [str(v) for v in json.loads(text)]
+        except json.JSONDecodeError:
+            pass
+    return [part.strip() for part in text.split("+") if part.strip()]
+
+
+def load_predictions(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of an ``mlpsych run`` export: JSONL (one answer per line) or XLSX ("answers" + "model_answers")."""
+    path = Path(path)
+    if not path.is_file():
+        raise EvalInputError(f"{path}: no such file")
+    if path.suffix.lower() in (".xlsx", ".xlsm"):
+        # "answers" holds the paper's final answers, "model_answers" (when written) every model's other rows
+        rows = read_sheet(path, "answers") + read_sheet(path, "model_answers", required=False)
+    elif path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        rows = _read_jsonl(path)
+    else:
+        raise EvalInputError(f"{path}: predictions must be .jsonl or .xlsx")
+    missing = {"paper_id", "question_id", "answer"} - set().union(*(r.keys() for r in rows)) if rows else set()
+    if missing:
+        raise EvalInputError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
+    return rows
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise EvalInputError(f"{path}:{number}: not valid JSON ({error.msg})") from error
+            if not isinstance(row, dict):
+                raise EvalInputError(f"{path}:{number}: expected a JSON object per line")
+            rows.append(row)
+    return rows
+
+
+def read_sheet(path: str | Path, sheet: str, required: bool = True) -> list[dict[str, Any]]:
+    """Rows of one worksheet as dicts keyed by the lower-cased header of row 1 (blank rows skipped)."""
+    from openpyxl import load_workbook
+
+    if not Path(path).is_file():
+        raise EvalInputError(f"{path}: no such file")
+    try:
+        book = load_workbook(path, read_only=True, data_only=True)
+    except Exception as error:  # openpyxl raises several types for a file that is not a workbook
+        raise EvalInputError(f"{path}: cannot open as a workbook ({error})") from error
+    try:
+        if sheet not in book.sheetnames:
+            if not required:
+                return []
+            raise EvalInputError(f"{path}: no sheet named {sheet!r} (found: {', '.join(book.sheetnames)})")
+        values = book[sheet].iter_rows(values_only=True)
+        header = next(values, None)
+        if not header:
+            return []
+        names = [str(h).strip().lower() if h is not None else "" for h in header]
+        rows = []
+        for number, cells in enumerate(values, 2):
+            if cells is None or all(c is None or str(c).strip() == "" for c in cells):
+                continue
+            row = {name: cell for name, cell in zip(names, cells) if name}
+            row["_row"] = number
+            rows.append(row)
+        return rows
+    finally:
+        book.close()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# From rows to prediction lists
+# ----------------------------------------------------------------------------------------------------------
+
+
+def group_of(row: dict[str, Any]) -> str:
+    """Table row of an answer: ``combined`` for ensemble answers, else its single model."""
+    models = parse_models(row.get("models"))
+    if truthy(row.get("ensemble")) or len(models) > 1:
+        return COMBINED
+    return models[0] if models else "unknown"
+
+
+def _question_of(question_id: str, questions: Iterable[str]) -> str | None:
+    """Map a row's question id to a gold question; sub-question ids like ``q4:forest`` map to ``q4``."""
+    if question_id in questions:
+        return question_id
+    for question in questions:
+        if re.match(re.escape(question) + r"[^0-9A-Za-z]", question_id):
+            return question
+    return None
+
+
+def _paper_of(row: dict[str, Any], known: set[str] | None) -> str:
+    paper = str(row.get("paper_id") or "").strip()
+    if known is None or paper in known:
+        return paper
+    for candidate in (row.get("source_file"), paper):
+        if candidate:
+            stem = Path(str(candidate)).stem
+            if stem in known:
+                return stem
+    return paper
+
+
+@dataclass
+class PredictionSet:
+    """``lists[(group, question, stage)][paper] = [answer, ...]`` plus the papers the file mentions."""
+
+    lists: dict[tuple[str, str, str], dict[str, list[str]]] = field(default_factory=dict)
+    papers: set[str] = field(default_factory=set)
+    groups: list[str] = field(default_factory=list)
+
+    def answers(self, group: str, question: str, paper: str, stage: str) -> tuple[list[str], str]:
+        """A table row's prediction list for one paper and the stage it came from.
+
+        ``best`` takes the normalized answers where this row has some for the paper, else the extractive ones:
+        the pipeline keeps the extractive answers as the paper's answer when normalization grounds nothing.
+        """
+        def get(s: str) -> list[str] | None:
+            return self.lists.get((group, question, s), {}).get(paper)
+
+        if stage == "best":
+            normalized, extractive = get("normalized"), get("extractive")
+            if normalized:
+                return normalized, "normalized"
+            return extractive or [], "extractive" if extractive else ""
+        found = get(stage)
+        return found or [], stage if found else ""
+
+    def has(self, group: str, question: str, stage: str) -> bool:
+        stages = ("extractive", "normalized") if stage == "best" else (stage,)
+        return any((group, question, s) in self.lists for s in stages)
+
+
+def row_groups(row: dict[str, Any], stage: str, multi_model: bool) -> list[str]:
+    """Table rows an answer belongs to.
+
+    Extractive answers belong to their single model, or to ``combined`` when they are ensemble rows. A
+    normalized answer lists the models whose (normalized) output held it, so it belongs to each of them and,
+    when the question was read by several models, to ``combined`` as well: the union is the paper's answer.
+    """
+    if stage == "extractive":
+        return [group_of(row)]
+    models = parse_models(row.get("models"))
+    groups = list(models)
+    if multi_model or truthy(row.get("ensemble")) or len(models) > 1:
+        groups.append(COMBINED)
+    return groups or ["unknown"]
+
+
+def collect_predictions(
+    rows: Sequence[dict[str, Any]], questions: Iterable[str], known_papers: set[str] | None = None
+) -> PredictionSet:
+    """Bucket export rows by table row, question and stage; ungrounded answers are never scored."""
+    questions = list(questions)
+    result = PredictionSet()
+    unknown_questions: set[str] = set()
+    prepared = []
+    models_of: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        paper = _paper_of(row, known_papers)
+        if not paper:
+            continue
+        result.papers.add(paper)
+        question = _question_of(str(row.get("question_id") or "").strip(), questions)
+        if question is None:
+            unknown_questions.add(str(row.get("question_id")))
+            continue
+        models_of[question].update(parse_models(row.get("models")))
+        stage = str(row.get("stage") or "extractive").strip().lower()
+        if stage in ("extractive", "normalized"):
+            prepared.append((row, paper, question, stage))
+    for row, paper, question, stage in prepared:
+        answer = row.get("answer")
+        for group in row_groups(row, stage, len(models_of[question]) > 1):
+            if group not in result.groups:
+                result.groups.append(group)
+            bucket = result.lists.setdefault((group, question, stage), {}).setdefault(paper, [])
+            if answer is not None and str(answer).strip():
+                bucket.append(str(answer))
+    if unknown_questions:
+        logger.info("answers to questions not scored here: %s", ", ".join(sorted(unknown_questions)))
+    result.groups.sort(key=lambda g: g == COMBINED)  # single models in order of appearance, the ensemble last
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Evaluation
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TableRow:
+    """One row of a question's table: a model (or ``combined``), the stage scored, numbers and intervals."""
+
+    question: str
+    model: str
+    stage: str
+    metrics: dict[str, float]
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    items: list[ItemScore] = field(default_factory=list, repr=False)
+
+
+def _natural_key(text: str) -> list[Any]:
+    """Sort key putting q2 before q10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def evaluation_papers(gold: dict[str, dict[str, list[str]]], question: str, unanswerable: Iterable[str],
+                      anchor: str = "q1") -> list[str]:
+    """Papers scored for one question under the dataset's conventions (see the module docstring)."""
+    dev = list(gold.get(anchor) or next(iter(gold.values()), {}))
+    if question in unanswerable:
+        return dev
+    return [p for p in dev if p in gold.get(question, {})]
+
+
+def evaluate(
+    gold: dict[str, dict[str, list[str]]],
+    rows: Sequence[dict[str, Any]],
+    questions: Sequence[str] | None = None,
+    stage: str = "best",
+    similarity: SimilarityFn | None = None,
+    threshold: float = DEFAULT_SIMILARITY_THRESHOLD,
+    texts: dict[str, str] | None = None,
+    unanswerable: Iterable[str] = ("q2",),
+    bootstrap: int = 0,
+    seed: int = 0,
+    whole_word_max_len: int = 1,
+) -> list[TableRow]:
+    """Score export ``rows`` against ``gold``; one :class:`TableRow` per question and model, ensemble last."""
+    if stage not in STAGES:
+        raise EvalInputError(f"stage must be one of {', '.join(STAGES)}, not {stage!r}")
+    questions = list(questions or sorted(gold, key=_natural_key))
+    unknown = [q for q in questions if q not in gold]
+    if unknown:
+        raise EvalInputError(f"no gold for question(s) {', '.join(unknown)} (gold has {', '.join(gold)})")
+    known = set(texts) if texts is not None else None
+    preds = collect_predictions(rows, questions, known)
+    if known is not None:
+        strangers = sorted(preds.papers - known)
+        if strangers:
+            logger.warning("%d predicted paper(s) not in the texts file, e.g. %s", len(strangers), strangers[0])
+    table: list[TableRow] = []
+    for question in questions:
+        papers = evaluation_papers(gold, question, set(unanswerable))
+        missing = [p for p in papers if p not in preds.papers]
+        if missing:
+            logger.warning("%s: %d of %d gold papers have no predictions at all and are left out",
+                           question, len(missing), len(papers))
+        papers = [p for p in papers if p in preds.papers]
+        if not papers:
+            logger.warning("%s: no paper to score (no gold for the papers predicted); question skipped", question)
+            continue
+        for group in preds.groups:
+            if not preds.has(group, question, stage):
+                continue
+            items, used = [], []
+            for paper in papers:
+                answers, source = preds.answers(group, question, paper, stage)
+                used.append(source)
+                items.append(score_item(gold.get(question, {}).get(paper, []), answers, similarity, threshold,
+                                        whole_word_max_len))
+            table.append(TableRow(question, group, _stage_label(used), aggregate(items), items=items))
+    if bootstrap:
+        add_intervals(table, bootstrap, seed)
+    return table
+
+
+def _stage_label(used: Sequence[str]) -> str:
+    """``normalized``, ``extractive``, or e.g. ``normalized 30/34`` when papers fell back to extractive."""
+    used = [u for u in used if u]  # papers this row answered nothing for say nothing about the stage
+    kinds = set(used)
+    if len(kinds) <= 1:
+        return next(iter(kinds), "")
+    return f"normalized {used.count('normalized')}/{len(used)}"
+
+
+def add_intervals(table: list[TableRow], samples: int, seed: int = 0, level: float = 0.95) -> None:
+    """Percentile bootstrap over papers; the same resamples for every model of a question (paired)."""
+    rng = np.random.default_rng(seed)
+    by_question: dict[str, list[TableRow]] = defaultdict(list)
+    for row in table:
+        by_question[row.question].append(row)
+    low, high = 100 * (1 - level) / 2, 100 * (1 + level) / 2
+    for rows in by_question.values():
+        n = len(rows[0].items)
+        if n == 0:
+            continue
+        draws = rng.integers(0, n, size=(samples, n))
+        for row in rows:
+            stats = [aggregate([row.items[i] for i in draw]) for draw in draws]
+            for key in COLUMNS:
+                if key == "n":
+                    continue
+                values = np.array([s[key] for s in stats], dtype=float)
+                if np.isnan(values).all():
+                    continue
+                row.intervals[key] = (float(np.nanpercentile(values, low)), float(np.nanpercentile(values, high)))
+
+
+def embedding_similarity(embedder: Any, gold: dict[str, dict[str, list[str]]], rows: Sequence[dict[str, Any]]
+                         ) -> SimilarityFn:
+    """Encode every gold and predicted answer once, then compare by cached dot product."""
+    texts = {t for papers in gold.values() for spans in papers.values() for t in clean_answers(spans, False)}
+    texts |= {str(r["answer"]).strip() for r in rows
+              if str(r.get("stage") or "").lower() != "ungrounded" and str(r.get("answer") or "").strip()}
+    ordered = sorted(texts)
+    vectors = embedder.encode(ordered) if ordered else np.zeros((0, 0))
+    index = {text: i for i, text in enumerate(ordered)}
+
+    def similarity(a: str, b: str) -> float:
+        if a in index and b in index:
+            return float(np.dot(vectors[index[a]], vectors[index[b]]))
+        return float(np.dot(*embedder.encode([a, b])))
+
+    return similarity
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Output
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _fmt(value: float, key: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if key == "n":
+        return str(int(value))
+    return f"{value:.2f}" if key in ("spans/answer", "words/span") else f"{value:.3f}"
+
+
+def to_markdown(table: Sequence[TableRow], columns: Sequence[str] = COLUMNS) -> str:
+    """One Markdown table per question; with intervals a cell reads ``0.685 [0.610, 0.752]``."""
+    out: list[str] = []
+    for question in dict.fromkeys(r.question for r in table):
+        rows = [r for r in table if r.question == question]
+        out.append(f"### {question}\n")
+        out.append("| model | stage | " + " | ".join(columns) + " |")
+        out.append("|---|---|" + "---:|" * len(columns))
+        for row in rows:
+            cells = []
+            for key in columns:
+                cell = _fmt(row.metrics.get(key, math.nan), key)
+                if key in row.intervals:
+                    lo, hi = row.intervals[key]
+                    cell += f" [{_fmt(lo, key)}, {_fmt(hi, key)}]"
+                cells.append(cell)
+            out.append(f"| {row.model} | {row.stage} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def to_csv(table: Sequence[TableRow], columns: Sequence[str] = COLUMNS) -> str:
+    """Long CSV: one line per question and model; ``<metric>_lo``/``_hi`` columns when intervals exist."""
+    with_ci = any(r.intervals for r in table)
+    header = ["question", "model", "stage", *columns]
+    if with_ci:
+        header += [f"{k}_{side}" for k in columns if k != "n" for side in ("lo", "hi")]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for row in table:
+        line: list[Any] = [row.question, row.model, row.stage]
+        line += [_csv_number(row.metrics.get(k, math.nan)) for k in columns]
+        if with_ci:
+            for key in columns:
+                if key != "n":
+                    lo, hi = row.intervals.get(key, (math.nan, math.nan))
+                    line += [_csv_number(lo), _csv_number(hi)]
+        writer.writerow(line)
+    return buffer.getvalue()
+
+
+def _csv_number(value: float) -> str:
+    return "" if value is None or math.isnan(value) else f"{value:.6g}"

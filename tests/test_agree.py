@@ -1,0 +1,148 @@
+"""Precision and Cohen's kappa from a coded "answers" sheet, checked against hand computation."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+
+openpyxl = pytest.importorskip("openpyxl")
+
+from mlpsych import agree  # noqa: E402
+from mlpsych.cli import UserError, agree_cmd  # noqa: E402
+
+# question, models, stage, correct, correct_2 (row 9 holds an unreadable mark, row 8 a blank)
+CODED = [
+    ("q1", "deberta", "extractive", "yes", "yes"),
+    ("q1", "deberta", "extractive", "no", "Yes"),
+    ("q1", "deberta", "extractive", "✓", "✓"),
+    ("q1", "roberta", "extractive", 1, 0),
+    ("q1", "deberta+roberta", "normalized", True, "y"),
+    ("q1", "deberta+roberta", "normalized", "n", "N"),
+    ("q2", "deberta", "extractive", "✗", "false"),
+    ("q2", "deberta", "extractive", "TRUE", None),
+    ("q2", "roberta", "extractive", "maybe", "no"),
+    ("q2", "deberta+roberta", "normalized", "Yes", "1"),
+]
+# Coder "correct":   T F T T T F F T - T      Coder "correct_2": T T T F T F F - F T
+# Precision (correct):   q1 deberta extractive 2/3, roberta 1/1, combined 1/2, q1 all 4/6;
+#                        q2 deberta 1/2, roberta nothing coded, combined 1/1, q2 all 2/3; overall 6/9
+# Precision (correct_2): q1 deberta 3/3, roberta 0/1, combined 1/2, q1 all 4/6; q2 deberta 0/1, roberta 0/1,
+#                        combined 1/1, q2 all 1/3; overall 5/9
+# Kappa, all rows coded by both (1-7, 10): pairs TT FT TT TF TT FF FF TT -> observed 6/8;
+#   p(T) = 5/8 for both coders -> expected (5/8)^2 + (3/8)^2 = 34/64; kappa = (48/64-34/64)/(30/64) = 7/15
+# Kappa q1 (rows 1-6): observed 4/6, p(T) = 4/6 for both -> expected 5/9; kappa = (1/9)/(4/9) = 1/4
+
+
+def _write(tmp_path, extra_coder: bool = False):
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "answers"
+    header = ["paper_id", "question_id", "answer", "stage", "models", "correct", "corrected_answer", "notes",
+              "correct_2"]
+    if extra_coder:
+        header.append("correct_maria")
+    sheet.append(header)
+    for question, models, stage, first, second in CODED:
+        cells = ["p1", question, "an answer", stage, models, first, None, None, second]
+        if extra_coder:
+            cells.append(first)
+        sheet.append(cells)
+    book.create_sheet("papers").append(["paper_id"])
+    path = tmp_path / "coded.xlsx"
+    book.save(path)
+    return path
+
+
+def test_parse_code_is_lenient_but_not_careless():
+    for value in ("yes", "Y", "1", 1, 1.0, True, "true", "✓", "✔"):
+        assert agree.parse_code(value) is True
+    for value in ("no", "n", "0", 0, False, "FALSE", "✗", "✘"):
+        assert agree.parse_code(value) is False
+    assert agree.parse_code(None) is None and agree.parse_code("  ") is None
+    for value in ("maybe", 2, "x"):
+        with pytest.raises(ValueError):
+            agree.parse_code(value)
+
+
+def test_cohen_kappa_hand_values():
+    a = [True, False, True, True, True, False, False, True]
+    b = [True, True, True, False, True, False, False, True]
+    assert agree.cohen_kappa(a, b) == pytest.approx(7 / 15)
+    assert agree.cohen_kappa([True, False], [True, False]) == pytest.approx(1.0)
+    assert agree.cohen_kappa([True, False], [False, True]) == pytest.approx(-1.0)
+    assert math.isnan(agree.cohen_kappa([True, True], [True, True]))  # chance agreement is total
+
+
+def test_precision_and_kappa_from_sheet(tmp_path):
+    codings, coders = agree.read_codings(_write(tmp_path))
+    assert coders == ["correct", "correct_2"]
+    precision = {(r.question, r.model, r.stage): r for r in agree.precision_table(codings, coders)}
+    expected_first = {
+        ("q1", "deberta", "extractive"): 2 / 3, ("q1", "roberta", "extractive"): 1.0,
+        ("q1", "combined", "normalized"): 0.5, ("q1", "all", ""): 4 / 6,
+        ("q2", "deberta", "extractive"): 0.5, ("q2", "combined", "normalized"): 1.0, ("q2", "all", ""): 2 / 3,
+        ("all", "all", ""): 6 / 9,
+    }
+    for key, value in expected_first.items():
+        assert precision[key].precision["correct"] == pytest.approx(value), key
+    # a normalized answer also counts for each model whose output held it (rows 5-6: T, F)
+    assert precision[("q1", "deberta", "normalized")].precision["correct"] == pytest.approx(0.5)
+    assert precision[("q1", "roberta", "normalized")].n == 2
+    assert math.isnan(precision[("q2", "roberta", "extractive")].precision["correct"])
+    assert precision[("q2", "roberta", "extractive")].coded == {"correct": 0, "correct_2": 1}
+    assert precision[("q1", "deberta", "extractive")].precision["correct_2"] == pytest.approx(1.0)
+    assert precision[("q2", "all", "")].precision["correct_2"] == pytest.approx(1 / 3)
+    assert precision[("all", "all", "")].precision["correct_2"] == pytest.approx(5 / 9)
+    assert precision[("all", "all", "")].n == 10
+    kappas = {k.question: k for k in agree.kappa_table(codings, coders)}
+    assert kappas["all"].n == 8
+    assert kappas["all"].agreement == pytest.approx(0.75)
+    assert kappas["all"].kappa == pytest.approx(7 / 15)
+    assert kappas["q1"].kappa == pytest.approx(0.25)
+
+
+def test_every_pair_of_coders_gets_a_kappa(tmp_path):
+    codings, coders = agree.read_codings(_write(tmp_path, extra_coder=True))
+    assert coders == ["correct", "correct_2", "correct_maria"]
+    overall = [k for k in agree.kappa_table(codings, coders) if k.question == "all"]
+    assert [(k.coder_a, k.coder_b) for k in overall] == [
+        ("correct", "correct_2"), ("correct", "correct_maria"), ("correct_2", "correct_maria")]
+    assert overall[1].kappa == pytest.approx(1.0)  # maria copied the first coder
+
+
+def _run_cli(argv):
+    parser = argparse.ArgumentParser()
+    agree_cmd.add_parser(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_cli_prints_and_writes(tmp_path, capsys):
+    out = tmp_path / "agree.md"
+    assert _run_cli(["agree", str(_write(tmp_path)), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Cohen's kappa" in printed and "0.467" in printed
+    assert printed == out.read_text() + "\n"  # print() adds one newline to the report it writes
+    csv_out = tmp_path / "agree.csv"
+    assert _run_cli(["agree", str(_write(tmp_path)), "--out", str(csv_out)]) == 0
+    assert csv_out.read_text().splitlines()[0].startswith("question,model,stage,answers,coded_correct")
+
+
+def test_cli_user_errors(tmp_path):
+    book = openpyxl.Workbook()
+    book.active.title = "answers"
+    book.active.append(["paper_id", "question_id", "answer"])
+    book.active.append(["p1", "q1", "x"])
+    path = tmp_path / "uncoded.xlsx"
+    book.save(path)
+    with pytest.raises(UserError, match="no 'correct' column"):
+        _run_cli(["agree", str(path)])
+    with pytest.raises(UserError, match="no such file"):
+        _run_cli(["agree", str(tmp_path / "missing.xlsx")])
+    other = openpyxl.Workbook()
+    other.active.title = "results"
+    other.save(tmp_path / "wrong.xlsx")
+    with pytest.raises(UserError, match="no sheet named 'answers'"):
+        _run_cli(["agree", str(tmp_path / "wrong.xlsx")])
