@@ -1,0 +1,72 @@
+"""The reader on tiny real models of every family: windows, offsets into the paper, batching, null handling."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlpsych.documents import Document
+from mlpsych.reader import Query, Reader, ReaderSettings
+
+TEXT = " ".join(
+    f"In study {i}, participants (N = {100 + i}) were classified with random forests and support vector machines; "
+    f"the models were fitted in R with the caret package."
+    for i in range(40)
+)
+QA_FAMILIES = ["deberta-v2", "albert", "electra", "roberta", "bert"]
+
+
+@pytest.mark.parametrize("family", QA_FAMILIES)
+def test_spans_point_into_the_paper_for_every_family(tiny_models, family):
+    doc = Document(id="d", text=TEXT, pages=[(0, len(TEXT) // 2), (len(TEXT) // 2, len(TEXT))])
+    reader = Reader(str(tiny_models[family]), ReaderSettings(max_length=96, stride=24, question_tokens=24, batch_size=5))
+    windows = reader.windows(doc)
+    assert reader.model is None  # windowing needs the tokenizer only
+    assert len(windows) > 3
+    for a, b in zip(windows, windows[1:]):
+        assert b.token_start == a.token_end - 24  # consecutive windows share `stride` tokens
+        assert b.char_start < a.char_end
+    assert windows[0].char_start == 0 and windows[-1].char_end == len(TEXT.rstrip())
+
+    queries = [Query("q1", "What methods were used?", 7, 8), Query("q2", "Which software?", 3, 4)]
+    spans = reader.run(doc, queries)
+    assert reader.windows_read == 2 * len(windows)
+    assert [len(spans[0]), len(spans[1])] == [7, 3]
+    for qi, query in enumerate(queries):
+        scores = [s.score for s in spans[qi]]
+        assert scores == sorted(scores, reverse=True)
+        assert len({(s.start, s.end) for s in spans[qi]}) == len(spans[qi])
+        for s in spans[qi]:
+            assert s.text == TEXT[s.start : s.end] and s.text.strip() == s.text
+            assert s.page == (1 if s.start < len(TEXT) // 2 else 2)
+            assert 0 < s.score <= 1 and s.null_score is not None
+            assert s.question_id == query.question_id and s.model == str(tiny_models[family])
+    reader.release()
+    assert reader.model is None
+
+
+def test_reading_only_some_windows(tiny_models):
+    doc = Document(id="d", text=TEXT)
+    reader = Reader(str(tiny_models["bert"]), ReaderSettings(max_length=96, stride=24, question_tokens=24))
+    windows = reader.windows(doc)
+    spans = reader.run(doc, [Query("q", "What methods were used?", 50, 8, windows=(1, 2))])[0]
+    assert reader.windows_read == 2
+    assert all(windows[1].char_start <= s.start and s.end <= windows[2].char_end for s in spans)
+
+
+def test_batch_size_does_not_change_answers(tiny_models):
+    doc = Document(id="d", text=TEXT)
+    query = [Query("q", "What methods were used?", 10, 8)]
+    results = []
+    for batch_size in (1, 16):
+        reader = Reader(str(tiny_models["roberta"]), ReaderSettings(max_length=96, stride=24, question_tokens=24,
+                                                                     batch_size=batch_size))
+        results.append([(s.start, s.end, round(s.score, 5)) for s in reader.run(doc, query)[0]])
+    assert results[0] == results[1]
+
+
+def test_may_be_empty_question_can_return_nothing(tiny_models):
+    doc = Document(id="d", text=TEXT)
+    reader = Reader(str(tiny_models["electra"]), ReaderSettings(max_length=96, stride=24, question_tokens=24,
+                                                                 null_threshold=1.0))
+    # Probabilities are at most 1, so a margin of 1 over the no-answer score can never be met.
+    assert reader.run(doc, [Query("q", "Which software?", 5, 8, allow_empty=True)])[0] == []
