@@ -42,6 +42,7 @@ class CachedNormalizer:
         return self._normalizer
 
     def run(self, prompts: list[str]):
+        from mlpsych.listparse import parse_list
         from mlpsych.normalize import NormalizeResult
 
         results: list = [None] * len(prompts)
@@ -50,16 +51,15 @@ class CachedNormalizer:
             cached = self.cache.get(self._key(prompt))
             if cached is None:
                 missing.append(i)
-            else:
-                results[i] = NormalizeResult(**cached)
+            else:  # parsed again, so a better parser improves cached outputs too
+                results[i] = NormalizeResult(parse_list(cached["raw_output"]), cached["raw_output"])
         if missing:
             fresh = self._loaded().run([prompts[i] for i in missing])
             self.generated += len(missing)
             for i, out in zip(missing, fresh):
                 results[i] = out
                 if out.error is None:
-                    self.cache.put(self._key(prompts[i]),
-                                   {"items": out.items, "raw_output": out.raw_output, "error": None}, stage="normalize")
+                    self.cache.put(self._key(prompts[i]), {"raw_output": out.raw_output}, stage="normalize")
         return results
 
     def release(self) -> None:

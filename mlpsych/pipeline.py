@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from tqdm.auto import tqdm
@@ -22,13 +22,16 @@ from mlpsych.documents import Document
 from mlpsych.ensemble import combine
 from mlpsych.merge import merge_spans
 from mlpsych.questions import QuestionSet, QuestionTemplate
+from mlpsych.models import ModelLoadError
 from mlpsych.reader import Query, Reader
+from mlpsych.retrieval import WindowSelector, plan_for
 from mlpsych.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
 READER_VERSION = 1  # bump when decoding changes, so cached spans are not reused across versions
 ProgressCallback = Callable[[str, int, int], None]
+NORMALIZE_CHUNK = 16  # answer lists whose prompts are generated together
 
 
 @dataclass
@@ -85,11 +88,13 @@ class Pipeline:
         self.on_progress = on_progress
         self.windows_read = 0
         self.model_loads: list[str] = []
+        self.llm_generated = 0  # prompts sent to an LLM (cached outputs are not)
         # Models stay loaded between runs only when asked (a long-lived worker); otherwise each model is released
         # as soon as its stage ends, so encoders and the LLM are never resident together.
         self.keep_loaded = keep_loaded
         self._readers: dict[str, Reader] = {}
         self._normalizers: dict[str, object] = {}
+        self._selector: WindowSelector | None = None  # retrieval's scorers, made when a question retrieves
 
     # -- reading -----------------------------------------------------------------------------------------
     def _query(self, question: QuestionTemplate, text: str, entity: str | None = None) -> Query:
@@ -101,6 +106,23 @@ class Pipeline:
             allow_empty=question.allow_empty,
             bridge_entity=entity,
         )
+
+    def _windowed(self, unit: _Unit, reader: Reader, doc: Document) -> Query:
+        """The unit's query restricted to the windows retrieval picks (the tokenizer decides; no model is loaded)."""
+        plan = plan_for(unit.question.retrieval, self.settings.retrieval)
+        if plan is None:
+            return unit.query
+        if self._selector is None:
+            self._selector = WindowSelector(self.settings.retrieval)
+        try:
+            windows = reader.windows(doc)
+        except ModelLoadError:
+            raise
+        except Exception as error:  # a paper the tokenizer chokes on fails in reading, with its own message
+            log.debug("%s: windowing failed (%s); reading all windows", doc.id, error)
+            return unit.query
+        chosen = self._selector.select(doc, windows, unit.query.text, plan, unit.query.bridge_entity)
+        return replace(unit.query, windows=chosen)
 
     def _read_key(self, doc: Document, model: str, query: Query) -> str:
         return make_key(
@@ -124,9 +146,10 @@ class Pipeline:
                        disable=not self.progress)
             for done, (doc_id, indices) in enumerate(bar, start=1):
                 doc = units[indices[0]].doc
+                queries = {i: self._windowed(units[i], reader, doc) for i in indices}
                 todo = []
                 for i in indices:
-                    cached = self.cache.get(self._read_key(doc, model, units[i].query))
+                    cached = self.cache.get(self._read_key(doc, model, queries[i]))
                     if cached is None:
                         todo.append(i)
                     else:
@@ -136,14 +159,14 @@ class Pipeline:
                         reader.warm_up()  # a ModelLoadError stops the run: finished work is in the cache
                         self.model_loads.append(model)
                     try:
-                        found = reader.run(doc, [units[i].query for i in todo])
+                        found = reader.run(doc, [queries[i] for i in todo])
                     except Exception as error:  # one paper's failure must not lose the others
                         log.warning("%s: reading failed with %s: %s", doc_id, model, error)
                         result.errors.setdefault(doc_id, []).append(f"{label} with {model}: {error}")
                         continue
                     for j, i in enumerate(todo):
                         spans[(i, model)] = found[j]
-                        self.cache.put(self._read_key(doc, model, units[i].query),
+                        self.cache.put(self._read_key(doc, model, queries[i]),
                                        [s.to_dict() for s in found[j]], stage="read")
                 if self.on_progress:
                     self.on_progress(f"{label} · {model}", done, len(by_doc))
@@ -182,50 +205,69 @@ class Pipeline:
 
     def _normalize(self, level_units: list[tuple[_Unit, dict[str, list[Answer]]]], rows: list[Answer],
                    result: RunResult) -> None:
-        """LLM normalization for the questions that ask for it; without a usable LLM, extractive answers stay."""
+        """LLM normalization for the questions that ask for it; without a usable LLM, extractive answers stay.
+
+        Prompts of several papers go to the model together (``NORMALIZE_CHUNK`` answer lists at a time), so its
+        batches are full; each chunk is cached as soon as it is generated.
+        """
         wanted = [(u, pm) for u, pm in level_units if u.question.normalize and self.settings.llm.enabled]
         if not wanted:
             return
-        from mlpsych.normalize import NormalizerUnavailable, normalize_answers
+        from mlpsych.normalize import NormalizerUnavailable, choose_model, combine_results, prompts_for
         from mlpsych.normalize_cache import CachedNormalizer
 
         by_model: dict[str, list[tuple[_Unit, dict[str, list[Answer]]]]] = {}
         for u, pm in wanted:
-            llm = self.settings.llm.model or u.question.normalize.model or "meta-llama/Meta-Llama-3-8B-Instruct"
-            by_model.setdefault(llm, []).append((u, pm))
+            by_model.setdefault(choose_model(u.question, self.settings.llm.model), []).append((u, pm))
         for llm, items in by_model.items():
             normalizer = self._normalizers.get(llm) or CachedNormalizer(llm, self.settings.llm, self.cache)
-            bar = tqdm(items, desc=f"normalize · {llm.rstrip('/').split('/')[-1]}", unit="answer list",
+            bar = tqdm(total=len(items), desc=f"normalize · {llm.rstrip('/').split('/')[-1]}", unit="answer list",
                        disable=not self.progress)
-            for done, (unit, per_model) in enumerate(bar, start=1):
-                try:
-                    normalized, audit = normalize_answers(unit.doc, unit.question, per_model, normalizer)
-                except NormalizerUnavailable as error:
-                    log.warning("normalization skipped, extractive answers kept: %s", error)
-                    result.info.setdefault("warnings", []).append(f"normalization skipped: {error}")
-                    break
-                except Exception as error:  # bad output for one paper: keep its extractive answers
-                    log.warning("%s: normalization failed: %s", unit.doc.id, error)
-                    result.errors.setdefault(unit.doc.id, []).append(f"normalize {unit.question.id}: {error}")
-                    continue
-                for model, text in audit["raw_outputs"].items():
-                    result.llm_outputs.append({"paper_id": unit.doc.id, "question_id": unit.question.id,
-                                               "llm": llm, "model": model, "raw_output": text})
-                grounded = [a for a in normalized if a.stage == "normalized"]
-                # An empty list is an answer for questions that may have none (q2), unless the LLM's output failed.
-                if grounded or (unit.question.allow_empty and not audit["errors"]):
-                    for a in rows:
-                        if a.doc_id == unit.doc.id and a.question_id == unit.question.id:
-                            a.final = False
-                for a in normalized:
-                    a.final = a.stage == "normalized"
-                rows.extend(normalized)
-                if self.on_progress:
-                    self.on_progress(f"normalize · {llm}", done, len(items))
+            try:
+                for chunk_start in range(0, len(items), NORMALIZE_CHUNK):
+                    chunk = items[chunk_start : chunk_start + NORMALIZE_CHUNK]
+                    prompts = [prompts_for(u.question, pm, max_input_items=self.settings.llm.max_input_items)
+                               for u, pm in chunk]
+                    flat = [(i, model, text) for i, per in enumerate(prompts) for model, text in per.items()]
+                    outputs = normalizer.run([text for _, _, text in flat])
+                    for i, (unit, per_model) in enumerate(chunk):
+                        results = {model: out for (j, model, _), out in zip(flat, outputs) if j == i}
+                        normalized, audit = combine_results(unit.doc, unit.question, per_model, results, llm=llm,
+                                                            prompts=prompts[i])
+                        self._adopt(unit, normalized, audit, rows, result, llm)
+                    bar.update(len(chunk))
+                    if self.on_progress:
+                        self.on_progress(f"normalize · {llm}", chunk_start + len(chunk), len(items))
+            except NormalizerUnavailable as error:
+                log.warning("normalization skipped, extractive answers kept: %s", error)
+                result.info.setdefault("warnings", []).append(f"normalization skipped: {error}")
+            finally:
+                bar.close()
+                self.llm_generated += normalizer.generated
             if self.keep_loaded:
                 self._normalizers[llm] = normalizer
             else:
                 normalizer.release()
+
+    @staticmethod
+    def _adopt(unit: _Unit, normalized: list[Answer], audit: dict, rows: list[Answer], result: RunResult,
+               llm: str) -> None:
+        """Add one answer list's normalized rows; they become the paper's final answers when there are any."""
+        for model, text in audit["raw_outputs"].items():
+            result.llm_outputs.append({"paper_id": unit.doc.id, "question_id": unit.question.id,
+                                       "llm": llm, "model": model, "raw_output": text})
+        for model, error in audit["errors"].items():
+            result.errors.setdefault(unit.doc.id, []).append(f"normalize {unit.question.id} ({model}): {error}")
+        grounded = [a for a in normalized if a.stage == "normalized"]
+        # An empty list is an answer for questions that may have none (q2), unless the LLM's output failed.
+        if grounded or (unit.question.allow_empty and not audit["errors"]):
+            for a in rows:
+                if (a.doc_id, a.question_id, a.bridge_entity) == (unit.doc.id, unit.question.id, unit.query.bridge_entity):
+                    a.final = False
+        for a in normalized:
+            a.final = a.stage == "normalized"
+            a.bridge_entity = unit.query.bridge_entity
+        rows.extend(normalized)
 
     # -- the run -----------------------------------------------------------------------------------------
     def _units(self, level: list[QuestionTemplate], docs: list[Document], rows: list[Answer]) -> list[_Unit]:
@@ -298,4 +340,5 @@ class Pipeline:
             "cache_misses": self.cache.misses,
             "windows_read": self.windows_read,
             "models_loaded": list(self.model_loads),
+            "llm_prompts_generated": self.llm_generated,
         }

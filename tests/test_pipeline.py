@@ -6,6 +6,7 @@ import pytest
 
 from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
+from mlpsych.grounding import ground
 from mlpsych.pipeline import Pipeline, question_levels
 from mlpsych.questions import load_question_set
 from mlpsych.reader import ReaderSettings
@@ -78,3 +79,32 @@ def test_unreadable_paper_is_reported_and_others_answered(tiny_questions, tmp_pa
     result = Pipeline(qs, settings(), ResultCache(tmp_path), progress=False).run([bad, *docs()])
     assert result.errors["broken"] == ["encrypted PDF: password required"]
     assert {a.doc_id for a in result.answers} == {"a", "b"}
+
+
+@pytest.mark.slow
+def test_normalization_with_tiny_llama_is_cached_and_kept_apart(tiny_questions, tmp_path):
+    qs = load_question_set(tiny_questions).select(["q1"])
+    run_settings = settings()
+    run_settings.llm.enabled = True
+    first = Pipeline(qs, run_settings, ResultCache(tmp_path), progress=False)
+    result = first.run(docs())
+    # One raw output per paper and reader model, recorded for audit; every LLM item is a row either way.
+    assert len(result.llm_outputs) == 2 * len(qs.get("q1").models)
+    llm_rows = [a for a in result.answers if a.stage in ("normalized", "ungrounded")]
+    texts = {d.id: d.text for d in docs()}
+    for a in llm_rows:
+        grounding = ground(a.text, texts[a.doc_id])
+        assert grounding.grounded == (a.stage == "normalized")
+        if a.stage == "normalized":
+            assert a.final and a.start is not None and a.evidence
+        else:
+            assert not a.final and a.start is None
+    # Without grounded items the extractive answers stay the paper's answers.
+    for doc_id in ("a", "b"):
+        finals = [a for a in result.answers if a.doc_id == doc_id and a.final]
+        assert finals and all(a.stage == ("normalized" if any(r.stage == "normalized" and r.doc_id == doc_id
+                                                               for r in llm_rows) else "extractive") for a in finals)
+    second = Pipeline(qs, run_settings, ResultCache(tmp_path), progress=False)
+    again = second.run(docs())
+    assert first.llm_generated == len(result.llm_outputs)
+    assert second.model_loads == [] and second.llm_generated == 0 and [a.to_dict() for a in again.answers] == [a.to_dict() for a in result.answers]

@@ -1,0 +1,50 @@
+"""Multi-hop questions as several single hops through bridge entities.
+
+A template such as "What was __PLACEHOLDER__ used for?" with ``bridge_from: q1`` is asked once per entity
+that q1 found in the same paper ("What was random forest used for?"). The bridge entities are q1's grounded
+normalized answers when the LLM stage ran, else its extractive answers; ungrounded LLM items never become
+sub-questions, since a question about something the paper does not mention can only yield noise.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from mlpsych.answers import Answer
+from mlpsych.questions import QuestionTemplate
+
+log = logging.getLogger(__name__)
+
+
+def bridge_entities(answers: list[Answer], cap: int) -> list[str]:
+    """Entities to ask about: grounded normalized answers if any, else extractive; best score first, capped."""
+    normalized = [a for a in answers if a.stage == "normalized"]
+    pool = normalized or [a for a in answers if a.stage == "extractive"]
+    ranked = sorted(pool, key=lambda a: -a.score)  # stable: equal scores keep the stage's order
+    entities: list[str] = []
+    seen: set[str] = set()
+    for answer in ranked:
+        entity = " ".join(answer.text.split())
+        key = entity.casefold()
+        if entity and key not in seen:
+            seen.add(key)
+            entities.append(entity)
+    if len(entities) > cap:
+        log.info("%d bridge entities, asking about the first %d", len(entities), cap)
+    return entities[:max(cap, 0)]
+
+
+def sub_questions(question: QuestionTemplate, entities: list[str]) -> list[tuple[str, str]]:
+    """``(entity, question text with the placeholder filled)`` for each entity, in the given order."""
+    if not question.bridge_from or question.placeholder not in question.text:
+        raise ValueError(f"question {question.id!r} has no bridge_from / {question.placeholder} to fill")
+    return [(entity, question.sub_question(entity)) for entity in entities]
+
+
+def tag_with_entity(answers: list[Answer], entity: str) -> list[Answer]:
+    """Copies of a sub-question's answers (and their spans) that carry the entity they answer."""
+    return [
+        replace(a, bridge_entity=entity, spans=[replace(s, bridge_entity=entity) for s in a.spans])
+        for a in answers
+    ]

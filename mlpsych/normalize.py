@@ -1,0 +1,482 @@
+"""RAG-style normalization: an instruction-tuned LLM turns a question's extractive answers into a clean list.
+
+The extractive readers return overlapping, differently worded spans ("extreme gradient boosting trees",
+"XGB"); the paper's gain came from handing them to an LLM with a question-specific prompt that returns one
+standard name per entity. The items it returns are parsed robustly (``listparse``), checked against the paper
+(``grounding``) and kept apart when the paper does not contain them, because researchers code from this output.
+
+The default LLM (Meta-Llama-3-8B-Instruct) is gated on the Hub and needs ~16 GB in half precision. When it
+cannot be loaded, :class:`NormalizerUnavailable` says why and how to enable it; the pipeline then keeps the
+extractive answers and the run completes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlpsych.answers import Answer, Span
+from mlpsych.documents import Document
+from mlpsych.grounding import Grounding, aliases, ground
+from mlpsych.listparse import parse_list
+from mlpsych.questions import QuestionTemplate
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LLM = "meta-llama/Meta-Llama-3-8B-Instruct"
+QUANTIZATIONS = ("4bit", "8bit")
+# Approximate bytes per parameter once loaded, used to refuse a model that cannot fit before loading it.
+_BYTES_PER_PARAM = {"4bit": 0.6, "8bit": 1.1}
+HOW_TO_ENABLE = (
+    "To enable it: accept the model's licence on huggingface.co and log in (`hf auth login` or HF_TOKEN); "
+    "or name a non-gated instruct model or a local folder with --llm MODEL; on a small GPU add "
+    "--llm-quantization 4bit; on a CPU pick a small instruct model (e.g. --llm Qwen/Qwen2.5-0.5B-Instruct)."
+)
+
+
+class NormalizerUnavailable(RuntimeError):
+    """The LLM cannot be used here; the message says why and how to enable it (the run goes on without it)."""
+
+
+@dataclass
+class NormalizeResult:
+    """What the LLM returned for one prompt: the parsed items, the raw text (kept for audit), any error."""
+
+    items: list[str]
+    raw_output: str
+    error: str | None = None
+
+
+def choose_model(question: QuestionTemplate, override: str | None = None) -> str:
+    """The LLM for a question: the command line's choice, else the template's, else the default."""
+    if override:
+        return override
+    if question.normalize is not None and question.normalize.model:
+        return question.normalize.model
+    return DEFAULT_LLM
+
+
+def build_prompt(template_prompt: str, answers: list[str], *, max_input_items: int = 60) -> str:
+    """The template's prompt with ``{answers}`` replaced by the answers, one per line, deduplicated, capped.
+
+    Only the literal ``{answers}`` is replaced (no ``str.format``), so braces elsewhere in a user's prompt,
+    such as a JSON example, are left alone. A prompt without the placeholder gets the answers appended.
+    """
+    lines: list[str] = []
+    seen: set[str] = set()
+    for answer in answers:
+        line = " ".join(str(answer).split())
+        if line and line.casefold() not in seen:
+            seen.add(line.casefold())
+            lines.append(line)
+    if len(lines) > max_input_items:
+        log.debug("prompt capped at %d of %d answers", max_input_items, len(lines))
+        lines = lines[:max_input_items]
+    block = "\n".join(lines)
+    if "{answers}" in template_prompt:
+        return template_prompt.replace("{answers}", block)
+    return f"{template_prompt.rstrip()}\n{block}"
+
+
+class Normalizer:
+    """A causal LM loaded once, run on batches of prompts with greedy decoding, then released."""
+
+    def __init__(
+        self,
+        model: str = DEFAULT_LLM,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        quantization: str | None = None,
+        max_new_tokens: int = 256,
+        batch_size: int = 4,
+        max_input_items: int = 60,
+    ) -> None:
+        if quantization not in (None, *QUANTIZATIONS):
+            raise ValueError(f"unknown quantization {quantization!r} (use {' or '.join(QUANTIZATIONS)})")
+        if max_new_tokens < 1 or batch_size < 1 or max_input_items < 1:
+            raise ValueError("max_new_tokens, batch_size and max_input_items must be at least 1")
+        self.model_name = model
+        self.device = device
+        self.dtype = dtype
+        self.quantization = quantization
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+        self.max_input_items = max_input_items
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._device: str | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    # -- loading -------------------------------------------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """Load tokenizer and model once; NormalizerUnavailable (with the how-to) when that cannot work here."""
+        if self._model is not None:
+            return
+        import torch
+
+        device, torch_dtype = self._resolve_device_and_dtype()
+        kwargs: dict[str, Any] = {"dtype": torch_dtype}
+        kwargs.update(self._weights_kwargs())
+        if self.quantization:
+            kwargs["quantization_config"] = self._quantization_config(torch_dtype)
+        if device.startswith("cuda"):
+            kwargs["device_map"] = "auto" if device == "cuda" else {"": device}
+        try:
+            tokenizer = self._load_tokenizer()
+            self._check_fits(device, torch_dtype)
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(self.model_name, **kwargs)
+        except NormalizerUnavailable:
+            raise
+        except torch.cuda.OutOfMemoryError as error:
+            raise self._unavailable(f"does not fit in GPU memory ({error.__class__.__name__})") from None
+        except (OSError, ValueError, ImportError) as error:
+            raise self._unavailable(_load_reason(self.model_name, error)) from None
+        except Exception as error:  # huggingface_hub errors that are not OSErrors in this version
+            if type(error).__module__.startswith("huggingface_hub"):
+                raise self._unavailable(_load_reason(self.model_name, error)) from None
+            raise
+        if "device_map" not in kwargs:
+            model.to(device)
+        model.eval()
+        self._model, self._tokenizer, self._device = model, tokenizer, device
+        log.info("LLM %s loaded on %s (%s%s)", self.model_name, device, str(torch_dtype).replace("torch.", ""),
+                 f", {self.quantization}" if self.quantization else "")
+
+    def _unavailable(self, reason: str) -> NormalizerUnavailable:
+        return NormalizerUnavailable(f"LLM normalization is off: model {self.model_name!r} {reason}. {HOW_TO_ENABLE}")
+
+    def _resolve_device_and_dtype(self) -> tuple[str, Any]:
+        from mlpsych.models import ModelLoadError, pick_device, pick_dtype
+
+        try:
+            device = pick_device(self.device)
+            torch_dtype = pick_dtype(self.dtype, device)
+        except ModelLoadError as error:
+            raise self._unavailable(f"cannot run as asked: {error}") from None
+        if self.quantization and not device.startswith("cuda"):
+            raise self._unavailable(f"cannot be loaded in {self.quantization}: 4-bit/8-bit loading needs a CUDA GPU")
+        return device, torch_dtype
+
+    def _weights_kwargs(self) -> dict[str, Any]:
+        """safetensors only: a local folder without them is refused (pickled weights are never loaded)."""
+        local = Path(self.model_name).expanduser()
+        if local.is_dir() and not any(local.glob("*.safetensors")):
+            raise self._unavailable("has no .safetensors weights in its folder (pickled checkpoints are not loaded)")
+        return {"use_safetensors": True}
+
+    def _quantization_config(self, torch_dtype: Any) -> Any:
+        import importlib.util
+
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise self._unavailable(
+                f"needs bitsandbytes for {self.quantization} loading (pip install 'mlpsych[llm]')")
+        from transformers import BitsAndBytesConfig
+
+        if self.quantization == "4bit":
+            return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch_dtype)
+        return BitsAndBytesConfig(load_in_8bit=True)
+
+    def _load_tokenizer(self) -> Any:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(self.model_name)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.padding_side = "left"  # generation continues from the right edge of every row
+        if not getattr(tokenizer, "chat_template", None):
+            log.warning("%s has no chat template: prompts are sent as plain text", self.model_name)
+        return tokenizer
+
+    def _check_fits(self, device: str, torch_dtype: Any) -> None:
+        """Refuse before loading when the weights cannot fit in GPU + CPU memory (device_map may offload)."""
+        needed = self._estimated_bytes(torch_dtype)
+        if needed is None:
+            return
+        available = _available_ram()
+        if device.startswith("cuda"):
+            import torch
+
+            available += sum(torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count()))
+        if available and needed > available:
+            gib = 2**30
+            raise self._unavailable(
+                f"needs about {needed / gib:.1f} GiB in {str(torch_dtype).replace('torch.', '')}"
+                f"{' ' + self.quantization if self.quantization else ''} but only {available / gib:.1f} GiB "
+                f"of {'GPU and CPU ' if device.startswith('cuda') else 'CPU '}memory is free")
+
+    def _estimated_bytes(self, torch_dtype: Any) -> float | None:
+        """Parameter count from the config on the meta device (nothing is allocated), times bytes per parameter."""
+        try:
+            import torch
+            from transformers import AutoConfig, AutoModelForCausalLM
+
+            config = AutoConfig.from_pretrained(self.model_name)
+            with torch.device("meta"):
+                skeleton = AutoModelForCausalLM.from_config(config)
+            params = sum(p.numel() for p in skeleton.parameters())
+        except (OSError, ValueError, ImportError, KeyError, TypeError, RuntimeError) as error:
+            log.debug("size estimate skipped for %s: %s", self.model_name, error)
+            return None
+        per_param = _BYTES_PER_PARAM.get(self.quantization or "", None) or _itemsize(torch_dtype)
+        return params * per_param * 1.1
+
+    # -- generation ----------------------------------------------------------------------------------------
+
+    def run(self, prompts: list[str]) -> list[NormalizeResult]:
+        """One result per prompt, in order: batched greedy generation, parsed; bad output never raises."""
+        if not prompts:
+            return []
+        self.warm_up()
+        from tqdm.auto import tqdm
+
+        texts = [self._chat_text(p) for p in prompts]
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # similar lengths share a batch
+        results: list[NormalizeResult | None] = [None] * len(texts)
+        batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        for batch in tqdm(batches, desc=f"LLM {Path(self.model_name).name}", unit="batch",
+                          disable=len(batches) < 2, leave=False):
+            for index, raw, error in zip(batch, *self._generate_safely([texts[i] for i in batch])):
+                results[index] = NormalizeResult(items=parse_list(raw), raw_output=raw, error=error)
+        return [r if r is not None else NormalizeResult([], "", "not generated") for r in results]
+
+    def _chat_text(self, prompt: str) -> str:
+        tokenizer = self._tokenizer
+        if getattr(tokenizer, "chat_template", None):
+            return tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+        return prompt
+
+    def _generate_safely(self, texts: list[str]) -> tuple[list[str], list[str | None]]:
+        """Generate a batch; on running out of GPU memory, retry one prompt at a time, then give up per prompt."""
+        import torch
+
+        try:
+            return self._generate(texts), [None] * len(texts)
+        except torch.cuda.OutOfMemoryError:
+            _empty_cuda_cache()
+            if len(texts) == 1:
+                return [""], ["out of GPU memory while generating"]
+            log.warning("out of GPU memory with a batch of %d prompts: retrying one by one", len(texts))
+        outputs: list[str] = []
+        errors: list[str | None] = []
+        for text in texts:
+            out, err = self._generate_safely([text])
+            outputs += out
+            errors += err
+        return outputs, errors
+
+    def _generate(self, texts: list[str]) -> list[str]:
+        import torch
+
+        tokenizer, model = self._tokenizer, self._model
+        # The chat template already wrote the BOS token; plain prompts get the tokenizer's own specials.
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not has_template)
+        encoded = encoded.to(model.device)
+        width = encoded["input_ids"].shape[1]
+        limit = getattr(model.config, "max_position_embeddings", None)
+        if limit and width + self.max_new_tokens > limit:
+            log.warning("prompt of %d tokens + %d new tokens exceeds %s's context of %d",
+                        width, self.max_new_tokens, self.model_name, limit)
+        with torch.inference_mode():
+            output = model.generate(**encoded, **self._greedy_kwargs())
+        return tokenizer.batch_decode(output[:, width:], skip_special_tokens=True)
+
+    def _greedy_kwargs(self) -> dict[str, Any]:
+        """Greedy and bounded: the checkpoint's sampling defaults (temperature, top-p) are switched off."""
+        return {"do_sample": False, "num_beams": 1, "temperature": None, "top_p": None, "top_k": None,
+                "max_new_tokens": self.max_new_tokens, "pad_token_id": self._tokenizer.pad_token_id}
+
+    def release(self) -> None:
+        """Drop the model and tokenizer and empty the CUDA cache, so the next stage's models fit."""
+        from mlpsych.models import free_memory
+
+        self._model = None
+        self._tokenizer = None
+        self._device = None
+        free_memory()
+
+
+def _itemsize(torch_dtype: Any) -> float:
+    import torch
+
+    return float(torch.empty((), dtype=torch_dtype).element_size())
+
+
+def _available_ram() -> int:
+    """Bytes of memory the process could still allocate (MemAvailable on Linux), 0 when unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _empty_cuda_cache() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _load_reason(model_id: str, error: BaseException) -> str:
+    """Why loading failed, in words a researcher can act on (gated, missing, offline, no safetensors)."""
+    text = str(error)
+    name = type(error).__name__
+    first_line = text.strip().splitlines()[0] if text.strip() else name
+    if name == "GatedRepoError" or "gated" in text.lower() or re.search(r"\b40[13]\b", text):
+        return "is gated on the Hugging Face Hub and no accepted licence / token was found"
+    if "offload" in text.lower():
+        return "does not fit in GPU and CPU memory (it would have to be offloaded to disk)"
+    if isinstance(error, ImportError):
+        return f"needs a package that is not installed ({first_line})"
+    local = Path(model_id).expanduser()
+    if local.exists():
+        return f"cannot be loaded from its folder: {first_line}"
+    if model_id.startswith((".", "/", "~")) or model_id.count("/") > 1:
+        return "is not an existing folder"
+    if name == "RepositoryNotFoundError":
+        return "does not exist on the Hugging Face Hub"
+    if "safetensors" in text.lower():
+        return "has no safetensors weights (pickled checkpoints are not loaded)"
+    return ("is not in the local Hugging Face cache and cannot be downloaded "
+            "(no such Hub repo, no internet, or HF_HUB_OFFLINE is set)")
+
+
+# -- the stage -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Item:
+    """One normalized item while combining models: its text, the models that returned it, its grounding."""
+
+    text: str
+    models: list[str] = field(default_factory=list)
+
+
+def normalize_answers(
+    doc: Document,
+    question: QuestionTemplate,
+    answers_by_model: dict[str, list[Answer]],
+    normalizer: Normalizer,
+) -> tuple[list[Answer], dict[str, Any]]:
+    """LLM-normalized answers of one question for one paper, grounded in the paper.
+
+    One prompt per reader model (their lists are kept apart, as in the paper), then combined as
+    ``question.normalize.combine`` says. Returns the answers (``stage`` ``normalized`` for items found in the
+    paper, ``ungrounded`` for the others) and an audit record: prompts, raw outputs, items and errors per model.
+    Raises NormalizerUnavailable when the LLM cannot be loaded (the caller keeps the extractive answers).
+    To batch prompts of many papers into one ``run``, use :func:`prompts_for` and :func:`combine_results`.
+    """
+    prompts = prompts_for(question, answers_by_model, max_input_items=normalizer.max_input_items)
+    results = dict(zip(prompts, normalizer.run(list(prompts.values()))))
+    return combine_results(doc, question, answers_by_model, results, llm=normalizer.model_name, prompts=prompts)
+
+
+def prompts_for(question: QuestionTemplate, answers_by_model: dict[str, list[Answer]], *,
+                max_input_items: int = 60) -> dict[str, str]:
+    """reader model -> prompt, for each model with answers; best answers first, so the cap drops the weakest."""
+    if question.normalize is None:
+        raise ValueError(f"question {question.id!r} has no normalize prompt")
+    return {
+        model: build_prompt(question.normalize.prompt, [a.text for a in sorted(answers, key=lambda a: -a.score)],
+                            max_input_items=max_input_items)
+        for model, answers in answers_by_model.items() if answers
+    }
+
+
+def combine_results(
+    doc: Document,
+    question: QuestionTemplate,
+    answers_by_model: dict[str, list[Answer]],
+    results: dict[str, NormalizeResult],
+    *,
+    llm: str = "",
+    prompts: dict[str, str] | None = None,
+) -> tuple[list[Answer], dict[str, Any]]:
+    """Per-model LLM results -> grounded answers combined as the template says, plus the audit record."""
+    if question.normalize is None:
+        raise ValueError(f"question {question.id!r} has no normalize prompt")
+    models = [m for m in answers_by_model if m in results]
+    audit: dict[str, Any] = {
+        "llm": llm,
+        "combine": question.normalize.combine,
+        "prompts": dict(prompts or {}),
+        "raw_outputs": {m: results[m].raw_output if m in results else "" for m in answers_by_model},
+        "items": {m: results[m].items if m in results else [] for m in answers_by_model},
+        "errors": {m: results[m].error for m in models if results[m].error},
+    }
+    if question.normalize.combine == "per_model":
+        groups = [[_Item(text, [m]) for text in results[m].items] for m in models]
+    else:
+        groups = [_union([(m, results[m].items) for m in models])]
+    answers = [
+        _to_answer(doc, question, item, [a for m in item.models for a in answers_by_model[m]])
+        for group in groups for item in group
+    ]
+    return answers, audit
+
+
+def _union(lists: list[tuple[str, list[str]]]) -> list[_Item]:
+    """One list over all models, in first-seen order; each item lists the models whose output had it."""
+    merged: dict[str, _Item] = {}
+    for model, items in lists:
+        for text in items:
+            entry = merged.setdefault(item_key(text), _Item(text))
+            if model not in entry.models:
+                entry.models.append(model)
+    return list(merged.values())
+
+
+def item_key(text: str) -> str:
+    """Items that are the same entity written differently share a key ("k-NN"/"k NN", "SVMs"/"SVM")."""
+    words = [w.casefold() for w in re.findall(r"[^\W_]+", text)]
+    if words and len(words[-1]) > 3 and words[-1].endswith("s") and not words[-1].endswith("ss"):
+        words[-1] = words[-1][:-1]
+    return " ".join(words) or text.casefold()
+
+
+def _to_answer(doc: Document, question: QuestionTemplate, item: _Item, sources: list[Answer]) -> Answer:
+    """An Answer for one item: located in the paper (near the extractive answer it came from, if any)."""
+    names = aliases(item.text, doc.text)
+    matched = [a for a in sources if any(ground(name, a.text).grounded for name in names)]
+    grounding = _locate(names, doc, matched)
+    score = max((a.score for a in matched), default=0.0)
+    spans: list[Span] = [s for a in matched for s in a.spans]
+    common = dict(doc_id=doc.id, question_id=question.id, text=item.text, models=list(item.models),
+                  score=score, spans=spans)
+    if not grounding.grounded or grounding.start is None or grounding.end is None:
+        return Answer(stage="ungrounded", **common)
+    return Answer(stage="normalized", start=grounding.start, end=grounding.end,
+                  page=doc.page_at(grounding.start), evidence=doc.sentence_around(grounding.start, grounding.end),
+                  **common)
+
+
+def _locate(names: list[str], doc: Document, matched: list[Answer]) -> Grounding:
+    """Ground the item in the paper, preferring the span of the best extractive answer it came from, so the
+    evidence is where the reader found it ("LDA" located at that snippet's "latent Dirichlet allocation")."""
+    for answer in sorted(matched, key=lambda a: -a.score):
+        if answer.start is None or answer.end is None:
+            continue
+        for name in names:
+            local = ground(name, doc.text[answer.start:answer.end])
+            if local.grounded and local.start is not None and local.end is not None:
+                return Grounding(True, local.how, local.start + answer.start, local.end + answer.start)
+    return ground(names[0], doc.text)

@@ -1,0 +1,100 @@
+"""Bridge entities and sub-questions: q4 is asked once per grounded q1 entity, and only those."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlpsych.answers import Answer, Span
+from mlpsych.documents import Document
+from mlpsych.multihop import bridge_entities, sub_questions, tag_with_entity
+from mlpsych.normalize import NormalizeResult, Normalizer, normalize_answers
+from mlpsych.questions import NormalizeSpec, QuestionTemplate, load_question_set
+
+Q4 = QuestionTemplate(id="q4", text="What was __PLACEHOLDER__ used for?", kind="phrase", models=["m"],
+                      bridge_from="q1", max_sub_questions=3)
+
+
+def answer(text: str, stage: str, score: float) -> Answer:
+    return Answer(doc_id="p", question_id="q1", text=text, stage=stage, models=["m"], score=score)
+
+
+def test_grounded_normalized_answers_win() -> None:
+    answers = [
+        answer("random forest classifier", "extractive", 0.9),
+        answer("SVM", "normalized", 0.2),
+        answer("XGBoost", "ungrounded", 0.99),
+        answer("random forest", "normalized", 0.8),
+        answer("Random Forest", "normalized", 0.1),
+    ]
+    assert bridge_entities(answers, cap=10) == ["random forest", "SVM"]
+
+
+def test_extractive_when_nothing_was_normalized() -> None:
+    answers = [answer("LDA", "extractive", 0.3), answer("XGBoost", "ungrounded", 0.9),
+               answer("k-means  clustering", "extractive", 0.6), answer("lda", "extractive", 0.1)]
+    assert bridge_entities(answers, cap=10) == ["k-means clustering", "LDA"]
+
+
+def test_only_ungrounded_gives_nothing() -> None:
+    assert bridge_entities([answer("XGBoost", "ungrounded", 0.9)], cap=5) == []
+    assert bridge_entities([], cap=5) == []
+
+
+def test_cap() -> None:
+    answers = [answer(f"method {i}", "normalized", 1 - i / 10) for i in range(6)]
+    assert bridge_entities(answers, cap=2) == ["method 0", "method 1"]
+    assert bridge_entities(answers, cap=0) == []
+
+
+def test_sub_questions() -> None:
+    assert sub_questions(Q4, ["random forest", "SVM"]) == [
+        ("random forest", "What was random forest used for?"), ("SVM", "What was SVM used for?")]
+    assert sub_questions(Q4, []) == []
+    with pytest.raises(ValueError, match="no bridge_from"):
+        sub_questions(QuestionTemplate(id="q1", text="Which methods?", models=["m"]), ["SVM"])
+
+
+def test_library_q4_template() -> None:
+    q4 = load_question_set("mlpsych").get("q4")
+    assert sub_questions(q4, ["random forest"]) == [("random forest", "What was random forest used for?")]
+
+
+def test_tag_with_entity() -> None:
+    span = Span(doc_id="p", question_id="q4", model="m", text="to predict", start=0, end=10, score=0.5)
+    original = answer("to predict loneliness", "extractive", 0.5)
+    original.spans = [span]
+    tagged = tag_with_entity([original], "random forest")
+    assert tagged[0].bridge_entity == "random forest" and tagged[0].spans[0].bridge_entity == "random forest"
+    assert original.bridge_entity is None and span.bridge_entity is None  # inputs untouched
+
+
+class FixedOutputNormalizer(Normalizer):
+    def __init__(self, raw: str) -> None:
+        super().__init__("fixed")
+        self.raw = raw
+
+    def run(self, prompts: list[str]) -> list[NormalizeResult]:
+        from mlpsych.listparse import parse_list
+
+        return [NormalizeResult(parse_list(self.raw), self.raw) for _ in prompts]
+
+
+def test_sub_questions_are_exactly_the_grounded_q1_entities() -> None:
+    text = ("We compared support vector machines (SVMs) with a random forest. Topics were modelled with latent "
+            "Dirichlet allocation (LDA), and texts were scored with LIWC.")
+    doc = Document(id="p", text=text)
+    q1 = QuestionTemplate(id="q1", text="What techniques were used?", models=["a", "b"],
+                          normalize=NormalizeSpec(prompt="List: {answers}"))
+    extract = [Answer(doc_id="p", question_id="q1", text="a random forest", stage="extractive", models=["a"],
+                      score=0.8, start=text.index("a random"), end=text.index("a random") + 15)]
+    raw = "['SVM', 'Random forests', 'XGBoost', 'LDA', 'deep neural networks', 'random forest']"
+    answers, _ = normalize_answers(doc, q1, {"a": extract, "b": []}, FixedOutputNormalizer(raw))
+    grounded = [a.text for a in answers if a.stage == "normalized"]
+    ungrounded = [a.text for a in answers if a.stage == "ungrounded"]
+    assert sorted(grounded) == ["LDA", "Random forests", "SVM"]  # "random forest" merged with "Random forests"
+    assert sorted(ungrounded) == ["XGBoost", "deep neural networks"]
+    entities = bridge_entities(answers, cap=Q4.max_sub_questions)
+    asked = sub_questions(Q4, entities)
+    assert [entity for entity, _ in asked] == ["Random forests", "SVM", "LDA"]  # score 0.8 first, then LLM order
+    assert {e for e, _ in asked} == set(grounded)
+    assert all(q == f"What was {e} used for?" for e, q in asked)
