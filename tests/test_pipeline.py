@@ -108,3 +108,36 @@ def test_normalization_with_tiny_llama_is_cached_and_kept_apart(tiny_questions, 
     again = second.run(docs())
     assert first.llm_generated == len(result.llm_outputs)
     assert second.model_loads == [] and second.llm_generated == 0 and [a.to_dict() for a in again.answers] == [a.to_dict() for a in result.answers]
+
+
+@pytest.mark.slow
+def test_sub_questions_are_exactly_the_grounded_bridge_entities(tiny_questions, tmp_path, monkeypatch):
+    """q4 asks about each grounded normalized q1 item; an item the paper does not contain is never asked about."""
+    import gc
+
+    import torch
+
+    import mlpsych.normalize as normalize
+
+    qa_alive = []
+
+    class FixedOutput(normalize.Normalizer):
+        # The real tiny Llama is loaded (warm_up is not replaced); only its random text is replaced by a known list.
+        def _generate(self, texts):
+            qa_alive.append([type(o).__name__ for o in gc.get_objects()
+                             if isinstance(o, torch.nn.Module) and "QuestionAnswering" in type(o).__name__])
+            return ['["random forests", "Support Vector Machine (SVM)", "gradient boosting"]'] * len(texts)
+
+    monkeypatch.setattr(normalize, "Normalizer", FixedOutput)
+    qs = load_question_set(tiny_questions).select(["q4"])
+    run_settings = settings()
+    run_settings.llm.enabled = True
+    result = Pipeline(qs, run_settings, ResultCache(tmp_path), progress=False).run(docs())
+    assert qa_alive and all(alive == [] for alive in qa_alive)  # readers released before the LLM ran
+    for doc_id in ("a", "b"):
+        q1 = [a for a in result.answers if a.doc_id == doc_id and a.question_id == "q1"]
+        grounded = sorted(a.text for a in q1 if a.stage == "normalized")
+        assert grounded == ["Support Vector Machine (SVM)", "random forests"]
+        assert [a.text for a in q1 if a.stage == "ungrounded"] == ["gradient boosting"]
+        entities = {a.bridge_entity for a in result.answers if a.doc_id == doc_id and a.question_id == "q4"}
+        assert entities == set(grounded)
