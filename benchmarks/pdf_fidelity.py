@@ -1,0 +1,255 @@
+"""How much of a paper survives PDF ingestion, and how much boilerplate leaks in: per backend, measured.
+
+Part 1 (synthetic, with ground truth): the MLPsych texts are typeset into journal-like two-column PDFs (running
+header with the journal name, page numbers, a footnote, figure captions, in-text citations, a references section;
+see ``mlpsych.ingest.synth``), read back with each backend and cleaned, and compared with the source:
+
+- gold answers: share of answers_dev.json answer strings found verbatim (whitespace-normalized) in the output,
+  out of those found in the source text;
+- leaked boilerplate: share of header/footer/footnote/caption/reference lines still in the output
+  (header lines counted once per page, compared on letters and digits only);
+- char similarity: normalized Indel similarity of output and source (whitespace-normalized);
+- seconds per page: wall time of ``load_documents`` over the folder divided by pages (Tika: one JVM for all).
+
+Part 2 (real PDFs): published PDFs with GROBID's TEI as reference: share of the TEI body's word 8-grams found in the
+output (body recall) and share of cited-work titles still in it (reference leak).
+
+    python benchmarks/pdf_fidelity.py --mlpsych ../shared/mlpsych --realpdfs ../shared/realpdfs [--limit 10]
+
+Prints a table; exit code is always 0 (a benchmark reports, it does not judge).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import re
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mlpsych.ingest import CleaningOptions, load_documents  # noqa: E402
+from mlpsych.ingest.synth import (  # noqa: E402
+    SynthPaper,
+    add_citations,
+    fake_reference,
+    paragraphs_from_text,
+    render_pdf,
+)
+from mlpsych.ingest.tika import find_tika_jar  # noqa: E402
+
+TEI = "{http://www.tei-c.org/ns/1.0}"
+
+
+def squash(text: str) -> str:
+    return re.sub(r"[^0-9a-z]+", "", text.lower())
+
+
+def spaces(text: str) -> str:
+    return " ".join(text.split())
+
+
+def similarity() -> Callable[[str, str], float]:
+    """rapidfuzz's C++ Indel similarity when installed (fast on 50k-character texts), else difflib on words."""
+    try:
+        from rapidfuzz.distance import Indel
+
+        return Indel.normalized_similarity
+    except ImportError:
+        import difflib
+
+        return lambda a, b: difflib.SequenceMatcher(None, a.split(), b.split()).ratio()
+
+
+# --------------------------------------------------------------------------------------------- synthetic papers
+
+
+def build_corpus(mlpsych: Path, out_dir: Path, limit: int | None, seed: int) -> tuple[dict, dict]:
+    """Render the dev-split papers; return {paper_id: source text} and {paper_id: RenderInfo}."""
+    texts = json.loads(json.loads((mlpsych / "text.json").read_text(encoding="utf-8")))
+    gold = json.loads((mlpsych / "answers_dev.json").read_text(encoding="utf-8"))
+    ids = sorted(gold["q1"])[:limit] if limit else sorted(gold["q1"])
+    rng = random.Random(seed)
+    sources, infos = {}, {}
+    for paper_id in ids:
+        source = spaces(texts[paper_id])
+        paragraphs = [add_citations(p, rng) for p in paragraphs_from_text(source)]
+        captions = {k: f"Figure {n + 1}. Mean scores of the groups in condition {n + 1}, with 95% confidence "
+                       f"intervals around each mean." for n, k in enumerate(range(4, len(paragraphs), 9))}
+        paper = SynthPaper(
+            title=f"Paper {paper_id}",
+            paragraphs=paragraphs,
+            journal="Journal of Personality and Social Inquiry",
+            short_title=f"Running title of {paper_id}",
+            footnotes=[f"Correspondence concerning this article should be addressed to author {paper_id}, "
+                       "Department of Psychology."],
+            references=[fake_reference(rng, n) for n in range(25)],
+            captions=captions,
+        )
+        infos[paper_id] = render_pdf(paper, out_dir / f"{paper_id}.pdf", ligatures=rng.random() < 0.5)
+        sources[paper_id] = source
+    return sources, {"infos": infos, "gold": gold}
+
+
+def gold_answers(gold: dict, paper_id: str) -> list[str]:
+    return [spaces(a["text"]) for q in gold.values() for a in q.get(paper_id, []) if a["text"].strip()]
+
+
+def score_synthetic(documents, sources, extra, seconds: float) -> dict[str, float]:
+    sim = similarity()
+    found = total = leaked = boiler = 0
+    sims, pages = [], 0
+    for document in documents:
+        source = sources[document.id]
+        info = extra["infos"][document.id]
+        pages += info.n_pages
+        out = spaces(document.text)
+        for answer in gold_answers(extra["gold"], document.id):
+            if answer in source:
+                total += 1
+                found += answer in out
+        flat = squash(document.text)
+        header, title, *rest = info.boilerplate
+        for line in (header, title):  # printed on every page
+            boiler += info.n_pages
+            leaked += min(flat.count(squash(line)), info.n_pages)
+        boiler += info.n_pages  # page numbers: a line holding only a number
+        leaked += min(len(re.findall(r"^\s*\d{1,3}\s*$", document.text, re.MULTILINE)), info.n_pages)
+        for line in rest:
+            boiler += 1
+            leaked += squash(line)[:40] in flat
+        sims.append(sim(out, source))
+    return {
+        "gold_survival": found / total if total else float("nan"),
+        "leaked_boilerplate": leaked / boiler if boiler else float("nan"),
+        "char_similarity": sum(sims) / len(sims) if sims else float("nan"),
+        "sec_per_page": seconds / pages if pages else float("nan"),
+        "papers": len(documents),
+        "pages": pages,
+        "answers": total,
+    }
+
+
+# ------------------------------------------------------------------------------------------------------ real PDFs
+
+
+def tei_reference(path: Path) -> tuple[list[str], list[str]]:
+    """Body paragraphs and cited-work titles from a GROBID TEI file."""
+    root = ET.parse(path).getroot()
+    body = root.find(f".//{TEI}text/{TEI}body")
+    paragraphs = ["".join(p.itertext()) for p in body.iter(f"{TEI}p")] if body is not None else []
+    titles = []
+    for bibl in root.iter(f"{TEI}biblStruct"):
+        title = bibl.find(f".//{TEI}title[@level='a']") or bibl.find(f".//{TEI}title[@level='m']")
+        if title is not None and title.text and len(title.text.split()) >= 4:
+            titles.append(title.text)
+    return paragraphs, titles
+
+
+def ngrams(text: str, n: int = 8) -> set[tuple[str, ...]]:
+    words = re.findall(r"[0-9a-z]+", text.lower())
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def score_real(documents, realpdfs: Path) -> dict[str, float]:
+    recalls, leaks = [], []
+    for document in documents:
+        tei = realpdfs / f"{Path(document.source_path).stem}.tei.xml"
+        if not tei.is_file() or not document.ok:
+            continue
+        paragraphs, titles = tei_reference(tei)
+        want = ngrams(" ".join(paragraphs))
+        have = ngrams(document.text)
+        recalls.append(len(want & have) / len(want) if want else 0.0)
+        flat = squash(document.text)
+        leaks.append(sum(squash(t) in flat for t in titles) / len(titles) if titles else 0.0)
+    return {
+        "body_8gram_recall": sum(recalls) / len(recalls) if recalls else float("nan"),
+        "reference_title_leak": sum(leaks) / len(leaks) if leaks else float("nan"),
+        "papers_with_tei": len(recalls),
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------- main
+
+
+def run_backend(folder_or_files, backend: str, cleaning: CleaningOptions) -> tuple[list, float]:
+    start = time.perf_counter()
+    documents = load_documents(folder_or_files, pdf_backend=backend, cleaning=cleaning, progress=False)
+    return documents, time.perf_counter() - start
+
+
+def configurations(requested: list[str]) -> list[tuple[str, str, CleaningOptions]]:
+    out = []
+    for name in requested:
+        if name == "pdfium-raw":
+            out.append((name, "pdfium", CleaningOptions.off()))
+        elif name == "tika-raw":
+            out.append((name, "tika", CleaningOptions.off()))
+        elif name.endswith("-keepcites"):  # all cleaning but citations: GROBID's TEI body keeps citations
+            out.append((name, name.split("-")[0], CleaningOptions.disable("citations")))
+        else:
+            out.append((name, name, CleaningOptions()))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mlpsych", type=Path, help="folder with text.json and answers_dev.json")
+    parser.add_argument("--realpdfs", type=Path, help="folder of real PDFs with GROBID .tei.xml next to them")
+    parser.add_argument("--backends", default=None,
+                        help="comma list of pdfium, tika, pdfium-raw, tika-raw, pdfium-keepcites, tika-keepcites "
+                        "(default: all available)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N dev papers")
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--keep", type=Path, default=None, help="write the synthetic PDFs here (else a temp dir)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    jar = find_tika_jar()
+    if jar is not None and jar.is_file():
+        os.environ.setdefault("TIKA_APP_JAR", str(jar))
+    default = ["pdfium", "pdfium-keepcites", "pdfium-raw"]
+    if jar is not None and jar.is_file():
+        default += ["tika", "tika-keepcites", "tika-raw"]
+    configs = configurations(args.backends.split(",") if args.backends else default)
+
+    if args.mlpsych:
+        with tempfile.TemporaryDirectory(prefix="pdf-fidelity-") as tmp:
+            folder = args.keep or Path(tmp)
+            folder.mkdir(parents=True, exist_ok=True)
+            t0 = time.perf_counter()
+            sources, extra = build_corpus(args.mlpsych, folder, args.limit, args.seed)
+            print(f"rendered {len(sources)} papers in {time.perf_counter() - t0:.1f}s")
+            print(f"\n{'synthetic':<16} {'gold kept':>9} {'leaked':>8} {'char sim':>9} {'s/page':>8} {'pages':>6}")
+            for name, backend, cleaning in configs:
+                documents, seconds = run_backend(folder, backend, cleaning)
+                m = score_synthetic(documents, sources, extra, seconds)
+                print(f"{name:<16} {m['gold_survival']:>9.3f} {m['leaked_boilerplate']:>8.3f} "
+                      f"{m['char_similarity']:>9.3f} {m['sec_per_page']:>8.3f} {m['pages']:>6}"
+                      f"   ({m['answers']} gold answers, {m['papers']} papers)")
+    if args.realpdfs:
+        pdfs = sorted(args.realpdfs.glob("*.pdf"))
+        print(f"\n{'real PDFs':<16} {'body 8-gram recall':>19} {'ref-title leak':>15} {'s/page':>8}")
+        from mlpsych.ingest.pdf import page_count
+
+        pages = sum(page_count(p) for p in pdfs)
+        for name, backend, cleaning in configs:
+            documents, seconds = run_backend(pdfs, backend, cleaning)
+            m = score_real(documents, args.realpdfs)
+            print(f"{name:<16} {m['body_8gram_recall']:>19.3f} {m['reference_title_leak']:>15.3f} "
+                  f"{seconds / max(pages, 1):>8.3f}   ({m['papers_with_tei']} with TEI, {len(pdfs)} PDFs)")
+    if not args.mlpsych and not args.realpdfs:
+        parser.error("give --mlpsych and/or --realpdfs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

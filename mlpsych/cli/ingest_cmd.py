@@ -1,0 +1,97 @@
+"""`mlpsych ingest PAPERS_DIR --out texts.jsonl`: read and clean papers, write one Document per line to inspect or fix.
+
+The JSONL it writes is accepted back by ``mlpsych run`` (and ``mlpsych ingest``), so a researcher can hand-correct
+a badly extracted paper and feed the corrected text in. ``add_ingest_options``/``ingest_from_args`` give ``run``
+the same ingestion switches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from mlpsych.cli import UserError
+from mlpsych.documents import Document
+from mlpsych.ingest import BACKENDS, CleaningOptions, load_documents
+
+
+def add_ingest_options(parser: argparse.ArgumentParser) -> None:
+    """The shared ingestion switches: ``--pdf-backend`` and ``--no-clean STEP[,STEP]``."""
+    group = parser.add_argument_group("ingestion")
+    group.add_argument(
+        "--pdf-backend",
+        choices=BACKENDS,
+        default="auto",
+        help="PDF reader: Apache Tika (TIKA_SERVER_ENDPOINT or TIKA_APP_JAR), the embedded pdfium, "
+        "or auto (Tika when configured and usable, else pdfium). Default: auto",
+    )
+    group.add_argument(
+        "--no-clean",
+        metavar="STEP[,STEP]",
+        action="append",
+        default=[],
+        help=f"turn cleaning steps off ({', '.join(CleaningOptions.steps())}, or 'all'); repeatable",
+    )
+
+
+def cleaning_from_args(args: argparse.Namespace) -> CleaningOptions:
+    try:
+        return CleaningOptions.disable(getattr(args, "no_clean", None) or [])
+    except ValueError as error:
+        raise UserError(str(error)) from None
+
+
+def ingest_from_args(args: argparse.Namespace, inputs: Path | str | Sequence[Path | str]) -> list[Document]:
+    """Documents for ``inputs`` with the options of :func:`add_ingest_options`; user mistakes become UserError."""
+    options = cleaning_from_args(args)
+    try:
+        return load_documents(
+            inputs,
+            pdf_backend=getattr(args, "pdf_backend", "auto"),
+            cleaning=options,
+            progress=not (getattr(args, "quiet", False) or getattr(args, "no_progress", False)),
+        )
+    except (FileNotFoundError, ValueError) as error:
+        raise UserError(str(error)) from None
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "ingest",
+        help="read and clean papers into a JSONL of texts",
+        description="Read a folder of papers (PDF, DOCX, HTML, TXT, JSONL, text.json), clean the text and write one "
+        "document per line, with its page map and a report of what cleaning removed.",
+    )
+    parser.add_argument("papers", nargs="+", metavar="PAPERS_DIR", help="folder of papers, or paper files")
+    parser.add_argument("--out", "-o", default="texts.jsonl", help="output JSONL (default: texts.jsonl)")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    add_ingest_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    inputs = [Path(p) for p in args.papers]
+    out = Path(args.out)
+    if out.suffix.lower() != ".jsonl":
+        raise UserError(f"--out must end in .jsonl, got {out}")
+    documents = ingest_from_args(args, inputs[0] if len(inputs) == 1 else inputs)
+    _write_jsonl(documents, out)
+    bad = [d for d in documents if not d.ok]  # each already logged as a warning with its status
+    print(f"wrote {len(documents)} document(s) to {out}" + (f"; {len(bad)} could not be read" if bad else ""))
+    return 0 if len(bad) < len(documents) else 1
+
+
+def _write_jsonl(documents: list[Document], out: Path) -> None:
+    """Write atomically, so an interrupted run never leaves half a file behind."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(out.name + ".partial")
+        with partial.open("w", encoding="utf-8") as handle:
+            for document in documents:
+                handle.write(json.dumps(document.to_dict(), ensure_ascii=False) + "\n")
+        os.replace(partial, out)
+    except OSError as error:
+        raise UserError(f"cannot write {out}: {error.strerror or error}") from None

@@ -1,0 +1,207 @@
+"""Ingestion: a folder of papers in, cleaned :class:`~mlpsych.documents.Document` objects with page maps out.
+
+``load_documents`` never raises for one bad file: an encrypted, corrupt, empty or image-only paper becomes a
+Document with ``text == ""`` and a short human ``status``, and the other papers go on. It raises only for a
+mistake about the whole input (missing folder, no papers in it, unknown or unusable backend).
+
+``Document.meta`` carries ``backend`` (which reader produced the text), ``cleaning`` (what each cleaning step
+removed), ``n_pages`` and ``warnings`` (e.g. non-UTF-8 text, pages without a text layer).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from mlpsych.documents import Document
+from mlpsych.ingest import tika
+from mlpsych.ingest.base import Extraction, IngestError, lines_from_text
+from mlpsych.ingest.clean import CleaningOptions, clean_pages
+from mlpsych.ingest.formats import (
+    SUPPORTED_SUFFIXES,
+    IdAllocator,
+    check_pdf_header,
+    discover,
+    kind_of,
+    read_head,
+    read_jsonl,
+    read_text_file,
+    read_text_json,
+)
+from mlpsych.ingest.pdf import extract_pdf
+
+__all__ = [
+    "BACKENDS",
+    "CleaningOptions",
+    "SUPPORTED_SUFFIXES",
+    "load_documents",
+    "resolve_backend",
+]
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("auto", "tika", "pdfium")
+
+
+def resolve_backend(name: str) -> str:
+    """``"tika"`` or ``"pdfium"`` for a ``--pdf-backend`` value; ``ValueError`` (one line) if it cannot be honoured.
+
+    ``auto`` takes Tika when the environment names one (``TIKA_SERVER_ENDPOINT`` or ``TIKA_APP_JAR``) and it
+    is usable, else the embedded pdfium backend. ``tika`` also finds a jar at ``.tika/tika-app.jar``.
+    """
+    name = (name or "auto").lower()
+    if name not in BACKENDS:
+        raise ValueError(f"unknown PDF backend {name!r}; choose from {', '.join(BACKENDS)}")
+    if name == "pdfium":
+        return "pdfium"
+    reason = tika.unusable_reason()
+    if name == "tika":
+        if reason is not None:
+            raise ValueError(f"--pdf-backend tika: {reason}")
+        return "tika"
+    if tika.configured():
+        if reason is None:
+            return "tika"
+        log.warning("Tika is configured but unusable (%s): reading PDFs with pdfium", reason)
+    return "pdfium"
+
+
+def load_documents(
+    inputs: Path | str | Sequence[Path | str],
+    *,
+    pdf_backend: str = "auto",
+    cleaning: CleaningOptions | None = None,
+    progress: bool = True,
+) -> list[Document]:
+    """Read a folder (its supported files, sorted, not recursive), one file, or a list of files into Documents.
+
+    PDFs go through ``pdf_backend``; DOCX/HTML/ODT/RTF always through Tika; .txt/.md are cleaned like PDF text
+    (form feeds separate pages); .jsonl from ``mlpsych ingest`` and the MLPsych ``text.json`` are taken as they
+    are (already clean, maybe hand-corrected). Ids are file stems made spreadsheet-safe and unique, or the keys.
+    """
+    files = discover(inputs)
+    explicit = _explicit_files(inputs)
+    options = cleaning or CleaningOptions()
+    backend = resolve_backend(pdf_backend)
+    tika_files = [p for p in files if kind_of(p) == "tika" or (backend == "tika" and kind_of(p) == "pdf")]
+    tika_files = [p for p in tika_files if _precheck(p) is None]
+    tika_results = tika.extract_many(tika_files, progress=progress) if tika_files else {}
+    tika_name = "tika-server" if tika.server_endpoint() else "tika-app"
+    ids = IdAllocator()
+    documents: list[Document] = []
+    for path in tqdm(files, desc="Reading papers", unit="file", disable=not progress or len(files) < 2):
+        try:
+            documents.extend(_read_one(path, ids, options, tika_results, tika_name, path in explicit))
+        except Exception as error:  # noqa: BLE001 - one broken file must not stop the other papers
+            log.exception("unexpected failure reading %s", path)
+            documents.append(_failed(ids.take(path.stem), path, f"internal error while reading: {error}", "?"))
+    bad = [d for d in documents if not d.ok]
+    log.info("read %d document(s), %d with problems", len(documents), len(bad))
+    for document in bad:
+        log.warning("%s: %s", document.source_path or document.id, document.status)
+    return documents
+
+
+def _explicit_files(inputs: Path | str | Sequence[Path | str]) -> set[Path]:
+    items = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    return {Path(item).expanduser() for item in items if Path(item).expanduser().is_file()}
+
+
+def _precheck(path: Path) -> str | None:
+    """A status for files that are empty, unreadable or (for .pdf) not PDFs, before any backend sees them."""
+    try:
+        head = read_head(path)
+        if kind_of(path) == "pdf":
+            check_pdf_header(head)
+    except IngestError as error:
+        return str(error)
+    return None
+
+
+def _read_one(
+    path: Path,
+    ids: IdAllocator,
+    options: CleaningOptions,
+    tika_results: dict[Path, Extraction | IngestError],
+    tika_name: str,
+    explicit: bool,
+) -> list[Document]:
+    kind = kind_of(path)
+    if kind == "jsonl":
+        return _from_jsonl(path, ids)
+    if kind == "json":
+        return _from_text_json(path, ids, explicit)
+    doc_id = ids.take(path.stem)
+    problem = _precheck(path)
+    if problem is not None:
+        return [_failed(doc_id, path, problem, kind or "?")]
+    if kind is None:
+        return [_failed(doc_id, path, f"unsupported file type {path.suffix or '(no extension)'!r}", "?")]
+    if kind == "text":
+        try:
+            text, warnings = read_text_file(path)
+        except IngestError as error:
+            return [_failed(doc_id, path, str(error), "text")]
+        extraction = Extraction(lines_from_text(text.split("\f")), {"n_pages": text.count("\f") + 1})
+        if warnings:
+            extraction.meta["warnings"] = warnings
+        return [_cleaned(doc_id, path, extraction, options, "text")]
+    if path in tika_results:
+        result = tika_results[path]
+        if isinstance(result, IngestError):
+            return [_failed(doc_id, path, str(result), tika_name)]
+        return [_cleaned(doc_id, path, result, options, tika_name)]
+    if kind == "tika":
+        return [_failed(doc_id, path, tika.unusable_reason() or tika.NEEDS_TIKA, "tika")]
+    try:
+        extraction = extract_pdf(path, columns=options.columns)
+    except IngestError as error:
+        return [_failed(doc_id, path, str(error), "pdfium")]
+    return [_cleaned(doc_id, path, extraction, options, "pdfium")]
+
+
+def _cleaned(doc_id: str, path: Path, extraction: Extraction, options: CleaningOptions, backend: str) -> Document:
+    result = clean_pages(extraction.pages, options)
+    meta: dict[str, Any] = {"backend": backend, **extraction.meta}
+    columns = meta.pop("columns", None)
+    if options.columns and columns is not None:
+        result.report["columns"] = columns
+    meta["cleaning"] = result.report
+    status = "ok" if result.text.strip() else "no text left after cleaning (try --no-clean all to see the raw text)"
+    pages = result.pages if result.text else []
+    return Document(id=doc_id, text=result.text, pages=pages, source_path=str(path), meta=meta, status=status)
+
+
+def _failed(doc_id: str, path: Path, status: str, backend: str) -> Document:
+    return Document(id=doc_id, text="", pages=[], source_path=str(path), meta={"backend": backend}, status=status)
+
+
+def _from_jsonl(path: Path, ids: IdAllocator) -> list[Document]:
+    try:
+        documents = list(read_jsonl(path))
+    except IngestError as error:
+        return [_failed(ids.take(path.stem), path, str(error), "jsonl")]
+    if not documents:
+        return [_failed(ids.take(path.stem), path, "empty file", "jsonl")]
+    for document in documents:
+        document.id = ids.take(document.id, sanitize=False)
+        document.meta.setdefault("backend", "jsonl")
+    return documents
+
+
+def _from_text_json(path: Path, ids: IdAllocator, explicit: bool) -> list[Document]:
+    try:
+        texts = read_text_json(path)
+    except IngestError as error:
+        if not explicit:  # a folder of papers often holds other JSON (gold answers, settings): not a paper
+            log.info("skipping %s: %s", path.name, error)
+            return []
+        return [_failed(ids.take(path.stem), path, str(error), "text.json")]
+    return [
+        Document(id=ids.take(key, sanitize=False), text=text, source_path=str(path), meta={"backend": "text.json"})
+        for key, text in texts.items()
+    ]

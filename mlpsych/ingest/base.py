@@ -1,0 +1,57 @@
+"""Plain data passed from an extraction backend to the cleaner: lines with their page and, when known, geometry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class IngestError(Exception):
+    """A file that cannot be turned into text; the message is the short per-file status shown to the user."""
+
+
+@dataclass
+class Line:
+    """One text line as laid out on a page.
+
+    ``y`` is the vertical position of the line's top as a fraction of the page height (0 = top edge), ``size`` the
+    median font size in points, ``x0``/``x1`` the horizontal extent as fractions of the page width; backends that
+    know no geometry (Tika) leave them ``None`` and the cleaner falls back to line order.
+    ``para_break`` marks a line that starts a new paragraph (a blank line or a block boundary in the source).
+    """
+
+    text: str
+    page: int
+    y: float | None = None
+    size: float | None = None
+    x0: float | None = None
+    x1: float | None = None
+    para_break: bool = False
+
+
+@dataclass
+class Extraction:
+    """What a backend read from one file: its lines, page by page (page 0 first), and notes for ``Document.meta``."""
+
+    pages: list[list[Line]]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_chars(self) -> int:
+        return sum(len(line.text.strip()) for page in self.pages for line in page)
+
+
+def lines_from_text(page_texts: list[str]) -> list[list[Line]]:
+    """Split plain page texts into :class:`Line` lists; blank lines become paragraph breaks on the next line."""
+    pages: list[list[Line]] = []
+    for number, page_text in enumerate(page_texts):
+        lines: list[Line] = []
+        pending_break = False
+        for raw in page_text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+            if not raw.strip():
+                pending_break = True
+                continue
+            lines.append(Line(raw.rstrip(), number, para_break=pending_break))
+            pending_break = False
+        pages.append(lines)
+    return pages

@@ -1,0 +1,591 @@
+"""Automatic cleaning of extracted paper text, with a page map that stays right after every cut.
+
+The paper this toolkit follows cleaned its Tika output by hand (headers, footnotes, captions, references,
+citations, two-column order). A researcher with 200 PDFs cannot, so each of those steps is a rule here, each can be
+switched off, and each reports what it removed (``Document.meta["cleaning"]``) so a surprising result can be traced.
+
+Line-level steps (headers, footnotes, captions, references) drop whole lines, which keeps the page of every
+remaining character known; the text is then assembled (joining hyphenated line ends) while recording where each
+page starts; character-level steps (citations) go through :func:`apply_edits`, which moves the page ranges along.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import statistics
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from mlpsych.ingest.base import Line
+
+# Step names accepted by --no-clean (aliases map the words of the issue onto the steps).
+_ALIASES = {
+    "ligatures": "unicode",
+    "dehyphenation": "hyphenation",
+    "hyphens": "hyphenation",
+    "footers": "headers",
+    "page-numbers": "headers",
+    "page_numbers": "headers",
+    "bibliography": "references",
+    "refs": "references",
+    "reading-order": "columns",
+    "two-column": "columns",
+}
+
+
+@dataclass
+class CleaningOptions:
+    """One switch per cleaning step; all on by default (the paper's manual cleaning, automated)."""
+
+    unicode: bool = True  # ligatures, soft hyphens, odd spaces and control characters normalized (NFKC)
+    hyphenation: bool = True  # words broken across line ends re-joined
+    headers: bool = True  # running headers/footers (lines repeated across pages) and page numbers dropped
+    footnotes: bool = True  # small-font blocks at the foot of a page dropped (needs font sizes: pdfium backend)
+    captions: bool = True  # "Figure 2. ..." / "Table 1: ..." caption lines dropped
+    references: bool = True  # everything from the References/Bibliography heading to the end (or an appendix) cut
+    citations: bool = True  # "(Smith et al., 2019)", "[12]", the "(2020)" of "Smith and Lee (2020)" removed
+    columns: bool = True  # two-column pages read left column first (pdfium backend; Tika keeps PDF order)
+
+    @classmethod
+    def steps(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def normalize_step(cls, name: str) -> str:
+        """The canonical step name for ``name`` (case and aliases tolerated); ``ValueError`` if unknown."""
+        key = name.strip().lower()
+        key = _ALIASES.get(key, key)
+        if key not in cls.steps():
+            raise ValueError(f"unknown cleaning step {name!r}; choose from {', '.join(cls.steps())} or 'all'")
+        return key
+
+    @classmethod
+    def disable(cls, names: str | Iterable[str] | None) -> "CleaningOptions":
+        """All steps on except ``names`` (a list or a comma-separated string; ``"all"`` turns every step off)."""
+        if names is None:
+            return cls()
+        items = names.split(",") if isinstance(names, str) else [p for n in names for p in str(n).split(",")]
+        items = [item for item in (i.strip() for i in items) if item]
+        if any(item.lower() == "all" for item in items):
+            return cls.off()
+        options = cls()
+        for item in items:
+            setattr(options, cls.normalize_step(item), False)
+        return options
+
+    @classmethod
+    def off(cls) -> "CleaningOptions":
+        """No cleaning at all: the backend's text as it came."""
+        return cls(**{name: False for name in cls.steps()})
+
+    def enabled(self) -> list[str]:
+        return [name for name in self.steps() if getattr(self, name)]
+
+
+@dataclass
+class CleanResult:
+    text: str
+    pages: list[tuple[int, int]]
+    report: dict[str, Any]
+
+
+# ----------------------------------------------------------------------------------------------------------- unicode
+
+_CHAR_MAP = str.maketrans(
+    {
+        "\u00ad": "",  # soft hyphen
+        "\u200b": "",
+        "\u200c": "",
+        "\u200d": "",
+        "\u2060": "",
+        "\ufeff": "",
+        "\u2010": "-",  # hyphen
+        "\u2011": "-",  # non-breaking hyphen
+        "\u2212": "-",  # minus sign
+        "\x02": "-",  # pdfium's marker for a hyphen at a line end
+        "\ufffe": "-",
+        "\t": " ",
+    }
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffd]")
+
+
+def normalize_unicode(text: str) -> str:
+    """Ligatures (ﬁ -> fi), full-width forms, odd spaces and dashes mapped to plain characters; controls dropped."""
+    text = unicodedata.normalize("NFKC", text.translate(_CHAR_MAP))
+    return _CONTROL.sub("", text)
+
+
+# ----------------------------------------------------------------------------------------- running headers/footers
+
+_PAGE_NUMBER = re.compile(
+    r"^\s*(?:page\s*)?[-–—]?\s*(?:\d{1,4}|[ivxlc]{1,6})\s*[-–—]?(?:\s*(?:of|/)\s*\d{1,4})?\s*$", re.IGNORECASE
+)
+_ZONE = 3  # lines at the top and at the bottom of a page that may be running headers/footers
+
+
+_EDGE_NUMBER = re.compile(r"^\W*\d+(?:\s*(?:/|of)\s*\d+)?|(?:\d+\s*(?:/|of)\s*)?\d+\W*$", re.IGNORECASE)
+
+
+def _line_key(text: str) -> str:
+    """Comparable form of a header line: case, spacing and a page number at either end ignored."""
+    return re.sub(r"[\W_]+", "", _EDGE_NUMBER.sub("#", text.strip()).lower().replace("#", "0"))
+
+
+def _zone_indices(page: list[Line], size: int) -> list[int]:
+    """Indices of the first and last ``size`` lines of a page, by position when known, else by order."""
+    order = list(range(len(page)))
+    if page and all(line.y is not None for line in page):
+        order.sort(key=lambda i: page[i].y)  # type: ignore[arg-type,return-value]
+    return sorted(set(order[:size] + order[-size:]))
+
+
+def remove_running_lines(pages: list[list[Line]]) -> tuple[list[list[Line]], dict[str, Any]]:
+    """Drop lines repeated at the top/bottom of many pages (journal name, running title) and bare page numbers."""
+    n_pages = len(pages)
+    threshold = max(2, round(0.25 * n_pages))
+    counts: Counter[str] = Counter()
+    for page in pages:
+        counts.update({_line_key(page[i].text) for i in _zone_indices(page, _ZONE)} - {"", "0"})
+    repeated = {key for key, count in counts.items() if count >= threshold} if n_pages >= 2 else set()
+    removed_running = removed_numbers = 0
+    samples: list[str] = []
+    out: list[list[Line]] = []
+    for page in pages:
+        drop: set[int] = set()
+        for i in _zone_indices(page, _ZONE):
+            text = page[i].text
+            if _line_key(text) in repeated:
+                drop.add(i)
+                removed_running += 1
+                if len(samples) < 5 and text.strip() not in samples:
+                    samples.append(text.strip())
+            elif i in _zone_indices(page, 2) and _PAGE_NUMBER.match(text):
+                drop.add(i)
+                removed_numbers += 1
+        out.append(_keep(page, drop))
+    return out, {"lines": removed_running, "page_numbers": removed_numbers, "examples": samples}
+
+
+def _keep(page: list[Line], drop: set[int]) -> list[Line]:
+    """The page without the dropped lines; a paragraph break on a dropped line passes to the next kept one."""
+    kept: list[Line] = []
+    carry = False
+    for i, line in enumerate(page):
+        if i in drop:
+            carry = carry or line.para_break
+            continue
+        if carry:
+            line = Line(line.text, line.page, line.y, line.size, line.x0, line.x1, True)
+            carry = False
+        kept.append(line)
+    return kept
+
+
+# ------------------------------------------------------------------------------------------------------- footnotes
+
+
+def body_font_size(pages: list[list[Line]]) -> float | None:
+    """The font size most of the text is set in (weighted by characters), or None without size information."""
+    weights: Counter[float] = Counter()
+    for page in pages:
+        for line in page:
+            if line.size:
+                weights[round(line.size, 1)] += len(line.text)
+    return weights.most_common(1)[0][0] if weights else None
+
+
+def remove_footnotes(pages: list[list[Line]]) -> tuple[list[list[Line]], dict[str, Any]]:
+    """Drop small-font lines below all body text of a page (footnotes, affiliations, notes at the page foot)."""
+    body = body_font_size(pages)
+    if body is None:
+        return pages, {"lines": 0, "note": "no font sizes from this backend"}
+    small_limit = body * 0.88
+    removed = 0
+    out: list[list[Line]] = []
+    for page in pages:
+        body_lines = [ln for ln in page if ln.size and ln.size >= small_limit and ln.y is not None]
+        drop: set[int] = set()
+        for i, line in enumerate(page):
+            if not line.size or line.size >= small_limit or line.y is None or line.y < 0.5 or not body_lines:
+                continue
+            above = [b for b in body_lines if _overlaps(b, line)] or body_lines
+            if all(b.y is not None and b.y < line.y for b in above):
+                drop.add(i)
+        removed += len(drop)
+        out.append(_keep(page, drop))
+    return out, {"lines": removed, "body_size": body}
+
+
+def _overlaps(a: Line, b: Line) -> bool:
+    if a.x0 is None or a.x1 is None or b.x0 is None or b.x1 is None:
+        return True
+    return a.x0 < b.x1 and b.x0 < a.x1
+
+
+# -------------------------------------------------------------------------------------------------------- captions
+
+_CAPTION = re.compile(r"^\s*(?:Fig(?:ure)?\.?|Table|Tab\.)\s*(?:S?\d+|[IVX]+)[a-z]?\s*(?:[.:|—–]|$)", re.IGNORECASE)
+_CAPTION_BARE = re.compile(r"^\s*(?:Figure|Table)\s+(?:S?\d+|[IVX]+)\s*$", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?][\"'”’)]*\s*$")
+
+
+def remove_captions(pages: list[list[Line]], body_size: float | None) -> tuple[list[list[Line]], dict[str, Any]]:
+    """Drop figure/table captions: the "Figure N." line and its continuation (same small font, or up to its
+    first full stop when sizes are unknown), and APA's bare "Table 1" line with the title line under it."""
+    removed = 0
+    out: list[list[Line]] = []
+    for page in pages:
+        drop: set[int] = set()
+        i = 0
+        while i < len(page):
+            line = page[i]
+            if not _CAPTION.match(line.text):
+                i += 1
+                continue
+            drop.add(i)
+            j = i + 1
+            if _CAPTION_BARE.match(line.text):
+                if j < len(page) and not _SENTENCE_END.search(page[j].text) and len(page[j].text) < 120:
+                    drop.add(j)
+                    j += 1
+            else:
+                j = _caption_continuation(page, i, body_size, drop)
+            i = j
+        removed += len(drop)
+        out.append(_keep(page, drop))
+    return out, {"lines": removed}
+
+
+def _caption_continuation(page: list[Line], start: int, body_size: float | None, drop: set[int]) -> int:
+    """Mark the caption lines after ``page[start]`` and return the index of the first line after the caption."""
+    head = page[start]
+    j = start + 1
+    if head.size and body_size and head.size < body_size * 0.95:
+        while j < len(page) and page[j].size and abs(page[j].size - head.size) < 0.6 and j - start <= 12:
+            drop.add(j)
+            j += 1
+        return j
+    if _SENTENCE_END.search(head.text):
+        return j
+    while j < len(page) and j - start <= 4 and not page[j].para_break:
+        drop.add(j)
+        j += 1
+        if _SENTENCE_END.search(page[j - 1].text):
+            break
+    return j
+
+
+# ------------------------------------------------------------------------------------------------------ references
+
+_REF_HEADING = re.compile(
+    r"^\s*(?:[0-9IVX]+\.?\s*)?(?:references(?:\s+and\s+notes)?|bibliography|works\s+cited|literature\s+cited"
+    r"|reference\s+list|cited\s+literature|literatur(?:verzeichnis)?)\s*:?\s*$",
+    re.IGNORECASE,
+)
+_AFTER_REFS = re.compile(
+    r"^\s*(?:[A-Z0-9]\.?\s*)?(?:appendix|appendices|supplementa(?:l|ry)\b|supporting\s+information|online\s+supplement)",
+    re.IGNORECASE,
+)
+
+
+def cut_references(pages: list[list[Line]]) -> tuple[list[list[Line]], dict[str, Any]]:
+    """Cut from the last References/Bibliography heading (in the later part of the text) up to an appendix or the end."""
+    positions = [(p, i) for p, page in enumerate(pages) for i in range(len(page))]
+    if not positions:
+        return pages, {"cut": False}
+    earliest = int(len(positions) * 0.3)
+    heading = None
+    for k in range(len(positions) - 1, earliest - 1, -1):
+        p, i = positions[k]
+        if _REF_HEADING.match(pages[p][i].text):
+            heading = k
+            break
+    if heading is None:
+        return pages, {"cut": False}
+    end = len(positions)
+    for k in range(heading + 1, len(positions)):
+        p, i = positions[k]
+        text = pages[p][i].text
+        if len(text) < 80 and _AFTER_REFS.match(text):
+            end = k
+            break
+    doomed = set(positions[heading:end])
+    out = [[ln for i, ln in enumerate(page) if (p, i) not in doomed] for p, page in enumerate(pages)]
+    p0, _ = positions[heading]
+    return out, {"cut": True, "page": p0 + 1, "lines": len(doomed), "resumed_at_appendix": end < len(positions)}
+
+
+# -------------------------------------------------------------------------------------------------------- assembly
+
+_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
+_TRAILING_HYPHEN = re.compile(r"(\S*?)([^\W\d_]+)-$")
+_LEADING_WORD = re.compile(r"^(\w+)")
+
+
+def _vocabulary(pages: list[list[Line]]) -> Counter[str]:
+    """Word counts of the document, hyphenated compounds also counted pairwise (for de-hyphenation decisions).
+
+    The pieces of words broken at line ends ("meth-" / "ods") are left out: they are what is being decided.
+    """
+    vocab: Counter[str] = Counter()
+    broken = False
+    for page in pages:
+        for line in page:
+            tokens = line.text.lower().split()
+            if broken and tokens:
+                tokens = tokens[1:]
+            broken = line.text.rstrip().endswith("-")
+            if broken and tokens:
+                tokens = tokens[:-1]
+            for token in _WORD.findall(" ".join(tokens)):
+                vocab[token] += 1
+                parts = token.split("-")
+                if len(parts) > 1:
+                    vocab.update(parts)
+                for a, b in zip(parts, parts[1:]):
+                    vocab[f"{a}-{b}"] += 1
+    return vocab
+
+
+# Endings that are syllables, never words of their own, after a line-end hyphen.
+_SUFFIX_FRAGMENTS = frozenset(
+    "tion tions sion sions ment ments ting ing ings ness ity ities ence ences ance ances ally ly ed er ers ies ive "
+    "ives able ible ous ical ically ist ists ism isms ize ized izes ise ised ation ations ology ological ent ents "
+    "ant ants ial ially ure ures ful ory ories ate ated ates ating tive tively ted ter ters cal tic tics".split()
+)
+
+
+def _hyphen_decision(left: str, right: str, vocab: Counter[str], compound: bool = False) -> bool:
+    """True to drop the line-end hyphen between ``left`` and ``right``, False to keep it.
+
+    The document's own spelling decides first: "meth-" + "ods" joins when "methods" occurs elsewhere, and so do
+    "LAS-" + "SO" or "miss-" + "Forest"; "cross-" + "validation" keeps its hyphen when the text writes
+    "cross-validation". Without evidence: a left part that already holds a hyphen ("stay-at-" + "home"), a capital
+    after the break, or two words in their own right ("closed-" + "form") keep it; anything else joins.
+    """
+    if not right[:1].isalpha():
+        return False  # "COVID-" + "19"
+    joined, hyphenated = (left + right).lower(), f"{left}-{right}".lower()
+    if vocab[joined] and not vocab[hyphenated]:
+        return True
+    if right.lower() in _SUFFIX_FRAGMENTS and not vocab[hyphenated]:
+        return True  # "over-fit-" + "ting": a syllable, not a word
+    if left.isupper() and right.isupper() and len(left) + len(right) <= 8:
+        return True  # an acronym broken in two: "LAS-" + "SO"
+    if compound or vocab[hyphenated] or not right[:1].islower():
+        return False
+    if len(left) > 1 and len(right) > 1 and vocab[left.lower()] and vocab[right.lower()]:
+        return False
+    return True
+
+
+def _median_length(pages: list[list[Line]]) -> float:
+    lengths = [len(line.text) for page in pages for line in page if line.text.strip()]
+    return statistics.median(lengths) if lengths else 0.0
+
+
+def assemble(pages: list[list[Line]], dehyphenate: bool) -> tuple[str, list[tuple[int, int]], dict[str, Any]]:
+    """Join lines into running text (paragraphs on their own lines) and record each page's character range."""
+    vocab = _vocabulary(pages) if dehyphenate else Counter()
+    typical = _median_length(pages)
+    parts: list[str] = []
+    length = 0
+    ranges: list[tuple[int, int]] = []
+    joined = kept = 0
+    prev: Line | None = None
+    for page in pages:
+        page_start: int | None = None
+        for line in page:
+            text = line.text.strip()
+            if not text:
+                continue
+            if prev is not None:
+                hyphen = _TRAILING_HYPHEN.search(parts[-1]) if dehyphenate else None
+                lead = _LEADING_WORD.match(text)
+                if hyphen and lead:
+                    compound = "-" in hyphen.group(1)
+                    if _hyphen_decision(hyphen.group(2), lead.group(1), vocab, compound):
+                        parts[-1] = parts[-1][:-1]
+                        length -= 1
+                        joined += 1
+                    else:
+                        kept += 1
+                else:
+                    sep = _separator(prev, line, typical)
+                    parts.append(sep)
+                    length += len(sep)
+            if page_start is None:
+                page_start = length
+            parts.append(text)
+            length += len(text)
+            prev = Line(text, line.page, size=line.size)
+        ranges.append((page_start, length) if page_start is not None else (length, length))
+    return "".join(parts), _fill_empty_ranges(ranges), {"joined": joined, "kept_hyphen": kept}
+
+
+def _fill_empty_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Pages left empty get a zero-length range at the start of the next non-empty page, so starts never go back."""
+    out = list(ranges)
+    for k in range(len(out) - 2, -1, -1):
+        start, end = out[k]
+        if start == end:
+            nxt = out[k + 1][0]
+            out[k] = (min(start, nxt), min(start, nxt))
+    return out
+
+
+def _separator(prev: Line, line: Line, typical: float) -> str:
+    """Newline between paragraphs (explicit break, a short line ending a sentence, a heading), else a space."""
+    if line.para_break:
+        return "\n"
+    short = typical and len(prev.text) < 0.7 * typical
+    if short and _SENTENCE_END.search(prev.text):
+        return "\n"
+    if typical and len(prev.text) < 0.4 * typical and not prev.text.rstrip().endswith((",", ";", "-")):
+        return "\n"
+    return " "
+
+
+# ------------------------------------------------------------------------------------------------------- citations
+
+_YEAR = r"(?:(?:19|20)\d{2}[a-z]?|in\s+press|n\.\s?d\.|forthcoming)"
+_YEARS = rf"{_YEAR}(?:\s*,\s*{_YEAR})*"
+_LOCATOR = r"(?:\s*,\s*(?:pp?\.|ch\.|chap\.|Study|Exp\.|para\.)\s*[\dA-Z]+(?:\s*[-–]\s*\d+)?)?"
+_CITE_PART = re.compile(
+    rf"(?:(?:e\.g\.|i\.e\.|cf\.|see(?:\s+also)?|for\s+(?:a\s+)?(?:reviews?|an?\s+overview),?\s+see)[,\s]+)?"
+    rf"(?=[^\d()\[\];]*[A-Z])[^\W\d_][^\d()\[\];]{{0,240}}?,?\s+{_YEARS}{_LOCATOR}\s*",
+)
+_PAREN = re.compile(r"\(([^()]{2,600})\)")
+_NARRATIVE = re.compile(rf"(?<=[A-Za-z\u00C0-\u024F.])(\s*\(\s*{_YEARS}{_LOCATOR}\s*\))")
+_NARRATIVE_NAME = re.compile(r"(?:\b[A-Z][\w'’\-]*|\bal\.)\s*$")
+_NUMERIC = re.compile(r"\s?\[\s*\d{1,3}(?:\s*[-–,]\s*\d{1,3})*\s*\]")
+
+
+def find_citations(text: str) -> tuple[list[tuple[int, int, str]], dict[str, int]]:
+    """Edits ``(start, end, replacement)`` that remove in-text citations while leaving "(SVM)" or "(N = 120)" alone."""
+    edits: list[tuple[int, int, str]] = []
+    stats = {"parenthetical": 0, "narrative_year": 0, "numeric": 0, "partial": 0}
+    for match in _PAREN.finditer(text):
+        parts = match.group(1).split(";")
+        is_cite = [bool(_CITE_PART.fullmatch(part.strip() + " ")) for part in parts]
+        if all(is_cite):
+            edits.append(_with_space(text, match.start(), match.end()))
+            stats["parenthetical"] += 1
+        elif any(is_cite):
+            kept = "; ".join(part.strip() for part, cite in zip(parts, is_cite) if not cite)
+            edits.append((match.start(), match.end(), f"({kept})"))
+            stats["partial"] += 1
+    for match in _NARRATIVE.finditer(text):
+        if _NARRATIVE_NAME.search(text, max(0, match.start() - 60), match.start()):
+            edits.append((match.start(1), match.end(1), ""))
+            stats["narrative_year"] += 1
+    for match in _NUMERIC.finditer(text):
+        numbers = [int(n) for n in re.findall(r"\d+", match.group())]
+        if all(n > 0 for n in numbers):
+            edits.append((match.start(), match.end(), ""))
+            stats["numeric"] += 1
+    return edits, stats
+
+
+def _with_space(text: str, start: int, end: int) -> tuple[int, int, str]:
+    """Also remove the space before a citation so "model (Smith, 2019)." becomes "model." not "model ."."""
+    if start > 0 and text[start - 1] == " ":
+        start -= 1
+    elif start > 0 and text[start - 1] == "\n" and end < len(text) and text[end] == " ":
+        end += 1
+    return start, end, ""
+
+
+def apply_edits(
+    text: str, pages: list[tuple[int, int]], edits: Iterable[tuple[int, int, str]]
+) -> tuple[str, list[tuple[int, int]]]:
+    """Apply non-overlapping ``(start, end, replacement)`` edits (overlaps: first wins) and move page ranges along."""
+    chosen: list[tuple[int, int, str]] = []
+    for start, end, repl in sorted(edits, key=lambda e: (e[0], -e[1])):
+        if chosen and start < chosen[-1][1]:
+            continue
+        chosen.append((start, end, repl))
+    pieces: list[str] = []
+    cursor = 0
+    starts: list[int] = []
+    shifts: list[int] = []  # cumulative length change after each edit
+    shift = 0
+    for start, end, repl in chosen:
+        pieces.append(text[cursor:start])
+        pieces.append(repl)
+        cursor = end
+        shift += len(repl) - (end - start)
+        starts.append(start)
+        shifts.append(shift)
+
+    def move(offset: int) -> int:
+        k = bisect.bisect_right(starts, offset) - 1
+        if k < 0:
+            return offset
+        start, end, repl = chosen[k]
+        if offset < end:  # inside an edited span: clamp to the span's replacement
+            before = shifts[k - 1] if k > 0 else 0
+            return start + before + min(offset - start, len(repl))
+        return offset + shifts[k]
+
+    pieces.append(text[cursor:])
+    return "".join(pieces), [(move(s), move(e)) for s, e in pages]
+
+
+def tidy_spaces(text: str) -> list[tuple[int, int, str]]:
+    """Edits collapsing runs of spaces and spaces before punctuation or line ends left behind by removals."""
+    edits = [(m.start(), m.end(), " ") for m in re.finditer(r" {2,}", text)]
+    edits += [(m.start(), m.end(), "") for m in re.finditer(r" +(?=[.,;:\n])", text)]
+    return edits
+
+
+# ------------------------------------------------------------------------------------------------------------ main
+
+
+def clean_pages(pages: Sequence[list[Line]], options: CleaningOptions | None = None) -> CleanResult:
+    """Run the enabled steps over extracted lines and return text, page ranges and a report of what each removed."""
+    options = options or CleaningOptions()
+    work = [list(page) for page in pages]
+    report: dict[str, Any] = {"steps": options.enabled()}
+    if options.unicode:
+        changed = 0
+        for page in work:
+            for k, line in enumerate(page):
+                new = normalize_unicode(line.text)
+                if new != line.text:
+                    changed += 1
+                    page[k] = Line(new, line.page, line.y, line.size, line.x0, line.x1, line.para_break)
+        report["unicode"] = {"lines_changed": changed}
+    if options.headers:
+        work, report["headers"] = remove_running_lines(work)
+    if options.footnotes:
+        work, report["footnotes"] = remove_footnotes(work)
+    if options.captions:
+        work, report["captions"] = remove_captions(work, body_font_size(work))
+    if options.references:
+        work, report["references"] = cut_references(work)
+    text, ranges, hyphen_report = assemble(work, options.hyphenation)
+    if options.hyphenation:
+        report["hyphenation"] = hyphen_report
+    if options.citations:
+        edits, stats = find_citations(text)
+        text, ranges = apply_edits(text, ranges, edits)
+        text, ranges = apply_edits(text, ranges, tidy_spaces(text))
+        report["citations"] = stats
+    return CleanResult(text=text, pages=ranges, report=report)
+
+
+def page_ranges_consistent(text: str, pages: list[tuple[int, int]]) -> bool:
+    """True when page ranges are ordered, non-overlapping and inside the text (a check for tests and benchmarks)."""
+    last = 0
+    for start, end in pages:
+        if not (last <= start <= end <= len(text)):
+            return False
+        last = end
+    return True
+

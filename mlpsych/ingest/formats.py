@@ -1,0 +1,221 @@
+"""Which files are papers, what kind each is (by content, not only by name), ids, and the plain-text formats."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mlpsych.documents import Document
+from mlpsych.ingest.base import IngestError
+
+log = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = frozenset({".txt", ".md"})
+PDF_SUFFIXES = frozenset({".pdf"})
+TIKA_SUFFIXES = frozenset({".docx", ".doc", ".html", ".htm", ".xhtml", ".odt", ".rtf", ".epub"})
+JSONL_SUFFIXES = frozenset({".jsonl"})
+JSON_SUFFIXES = frozenset({".json"})
+SUPPORTED_SUFFIXES = TEXT_SUFFIXES | PDF_SUFFIXES | TIKA_SUFFIXES | JSONL_SUFFIXES | JSON_SUFFIXES
+
+
+def kind_of(path: Path) -> str | None:
+    """``"text"``, ``"pdf"``, ``"tika"``, ``"jsonl"``, ``"json"`` or None for an unsupported extension."""
+    suffix = path.suffix.lower()
+    for kind, suffixes in (
+        ("text", TEXT_SUFFIXES),
+        ("pdf", PDF_SUFFIXES),
+        ("tika", TIKA_SUFFIXES),
+        ("jsonl", JSONL_SUFFIXES),
+        ("json", JSON_SUFFIXES),
+    ):
+        if suffix in suffixes:
+            return kind
+    return None
+
+
+def discover(inputs: Path | str | Sequence[Path | str]) -> list[Path]:
+    """The files to read: a folder's supported files (sorted, not recursive), one file, or a list of files.
+
+    Raises ``FileNotFoundError``/``ValueError`` with a one-line message for a missing path or a folder with no papers.
+    In a folder, hidden files, unsupported extensions and README files are skipped with a log line; files named
+    explicitly are always read (an unsupported one becomes a document with a status).
+    """
+    if isinstance(inputs, (str, Path)):
+        path = Path(inputs).expanduser()
+        if not path.exists():
+            raise FileNotFoundError(f"no such file or folder: {path}")
+        if path.is_dir():
+            return _scan_folder(path)
+        return [path]
+    files: list[Path] = []
+    for item in inputs:
+        path = Path(item).expanduser()
+        if not path.exists():
+            raise FileNotFoundError(f"no such file or folder: {path}")
+        files.extend(_scan_folder(path) if path.is_dir() else [path])
+    if not files:
+        raise ValueError("no input files given")
+    return files
+
+
+def _scan_folder(folder: Path) -> list[Path]:
+    files: list[Path] = []
+    for path in sorted(folder.iterdir(), key=lambda p: p.name):
+        if path.name.startswith(".") or path.name.startswith("~$"):
+            log.info("skipping hidden/temporary file %s", path.name)
+        elif path.is_dir():
+            log.info("skipping sub-folder %s (folders are not read recursively)", path.name)
+        elif kind_of(path) is None:
+            log.info("skipping %s: unsupported file type %r", path.name, path.suffix or "(none)")
+        elif path.stem.lower() == "readme":
+            log.info("skipping %s: a README describes the folder, it is not a paper", path.name)
+        else:
+            files.append(path)
+    if not files:
+        supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
+        raise ValueError(f"no papers found in {folder} (supported: {supported})")
+    return files
+
+
+# -------------------------------------------------------------------------------------------------------------- ids
+
+_UNSAFE = re.compile(r"[^\w.\-]+")
+
+
+def sanitize_id(name: str) -> str:
+    """A document id safe in spreadsheets and file names: spaces and symbols to "_", no leading formula sign."""
+    name = unicodedata.normalize("NFC", name)
+    cleaned = _UNSAFE.sub("_", name).strip("_")
+    cleaned = cleaned.lstrip("=+-@.")
+    return cleaned[:120] or "doc"
+
+
+class IdAllocator:
+    """Hands out unique ids: a second "paper" becomes "paper-2" (and says so in the log)."""
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+
+    def take(self, wanted: str, *, sanitize: bool = True) -> str:
+        base = sanitize_id(wanted) if sanitize else (wanted or "doc")
+        candidate, n = base, 1
+        while candidate.lower() in self._used:
+            n += 1
+            candidate = f"{base}-{n}"
+        if candidate != base:
+            log.warning("duplicate document id %r renamed to %r", base, candidate)
+        self._used.add(candidate.lower())
+        return candidate
+
+
+# ----------------------------------------------------------------------------------------------------------- sniffing
+
+
+def read_head(path: Path, size: int = 1024) -> bytes:
+    """First bytes of a file; IngestError for an unreadable or empty one."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(size)
+    except OSError as error:
+        raise IngestError(f"cannot read file: {error.strerror or error}") from None
+    if not head:
+        raise IngestError("empty file")
+    return head
+
+
+def check_pdf_header(head: bytes) -> None:
+    """Raise a 'not a PDF' status naming what the file looks like when ``%PDF-`` is missing."""
+    if b"%PDF-" in head:
+        return
+    raise IngestError(f"not a PDF (file starts with {describe_bytes(head)})")
+
+
+def describe_bytes(head: bytes) -> str:
+    """Human words for the start of a file: a known signature or its first printable characters."""
+    signatures = (
+        (b"PK\x03\x04", "a ZIP archive (DOCX/ODT? rename it to its real extension)"),
+        (b"\x89PNG", "a PNG image"),
+        (b"\xff\xd8\xff", "a JPEG image"),
+        (b"GIF8", "a GIF image"),
+        (b"{\\rtf", "RTF text"),
+        (b"\xd0\xcf\x11\xe0", "an old MS Office file (.doc)"),
+    )
+    for magic, words in signatures:
+        if head.startswith(magic):
+            return words
+    stripped = head.lstrip().lower()
+    if stripped.startswith((b"<!doctype html", b"<html")):
+        return "HTML (a web page saved with a .pdf name?)"
+    preview = head[:16].decode("latin-1")
+    preview = "".join(ch if ch.isprintable() else "." for ch in preview)
+    return repr(preview)
+
+
+# ------------------------------------------------------------------------------------------------------ text files
+
+
+def read_text_file(path: Path) -> tuple[str, list[str]]:
+    """Text of a .txt/.md file and warnings; non-UTF-8 bytes are decoded as Windows-1252 (and reported)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise IngestError(f"cannot read file: {error.strerror or error}") from None
+    if not data.strip():
+        raise IngestError("empty file")
+    if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise IngestError(f"not a text file (binary content, starts with {describe_bytes(data[:64])})")
+    for encoding in ("utf-8-sig", "utf-16"):
+        if encoding == "utf-16" and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            continue
+        try:
+            return data.decode(encoding), []
+        except UnicodeDecodeError:
+            pass
+    warning = "file is not valid UTF-8: decoded as Windows-1252 (check accented characters)"
+    log.warning("%s: %s", path.name, warning)
+    return data.decode("cp1252", errors="replace"), [warning]
+
+
+def read_jsonl(path: Path) -> Iterable[Document]:
+    """Documents written by ``mlpsych ingest`` (one ``Document.to_dict`` per line), maybe hand-corrected since."""
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as error:
+        raise IngestError(f"cannot read file: {error.strerror or error}") from None
+    with handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                data = json.loads(raw)
+                if not isinstance(data, dict) or "id" not in data:
+                    raise ValueError("expected an object with an 'id'")
+                document = Document.from_dict(data)
+            except (ValueError, TypeError, KeyError) as error:
+                yield Document(
+                    id=f"{path.stem}-line{number}",
+                    text="",
+                    source_path=str(path),
+                    status=f"bad JSONL line {number}: {str(error).splitlines()[0][:120]}",
+                )
+                continue
+            document.source_path = document.source_path or str(path)
+            yield document
+
+
+def read_text_json(path: Path) -> dict[str, str]:
+    """``{paper_id: text}`` from the MLPsych ``text.json`` (a JSON string holding JSON) or a plain JSON object."""
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, str):
+            data = json.loads(data)
+    except (OSError, ValueError) as error:
+        raise IngestError(f"not a readable JSON file ({str(error).splitlines()[0][:120]})") from None
+    if not isinstance(data, dict) or not data or not all(isinstance(v, str) for v in data.values()):
+        raise IngestError("unrecognized JSON: expected the MLPsych text.json format {paper_id: text}")
+    return {str(key): value for key, value in data.items()}

@@ -1,0 +1,195 @@
+"""Render a paper's text into a journal-like PDF: the test bed for ingestion (tests and ``benchmarks/pdf_fidelity.py``).
+
+Real journal PDFs cannot ship with the project, and a fidelity score needs the true text. So we typeset known text
+the way journals do - two justified, hyphenated columns, a running header with the journal name, page numbers,
+footnotes, figure captions, in-text citations and a references section - and measure what comes back.
+Needs reportlab (dev extra); pyphen, when installed, adds real hyphenation at line ends.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+_SURNAMES = (
+    "Smith Johnson Lee Brown Garcia Miller Davis Martinez Wilson Anderson Thomas Taylor Moore Jackson Martin "
+    "Thompson White Harris Clark Lewis Walker Young Allen King Wright Scott Green Baker Adams Nelson"
+).split()
+_DEJAVU = Path("/usr/share/fonts/truetype/dejavu")
+
+
+@dataclass
+class SynthPaper:
+    """What to typeset: body paragraphs (plain text), optional headings before some of them, notes and references."""
+
+    title: str
+    paragraphs: list[str]
+    journal: str = "Journal of Synthetic Behavioral Science"
+    short_title: str = "Synthetic Paper"
+    footnotes: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+    captions: dict[int, str] = field(default_factory=dict)  # paragraph index -> caption placed after it
+    headings: dict[int, str] = field(default_factory=dict)  # paragraph index -> heading placed before it
+
+
+@dataclass
+class RenderInfo:
+    n_pages: int
+    boilerplate: list[str]  # lines that must not survive cleaning: header, footer, footnotes, captions, references
+
+
+def fake_reference(rng: random.Random, n: int) -> str:
+    """A plausible APA reference entry (words drawn from a fixed list, so no real paper is named)."""
+    words = "social cognition learning model prediction behavior network adolescent survey effect study".split()
+    authors = ", ".join(f"{rng.choice(_SURNAMES)}, {chr(65 + rng.randrange(26))}." for _ in range(rng.randint(1, 3)))
+    title = " ".join(rng.choice(words) for _ in range(rng.randint(5, 9))).capitalize()
+    return f"{authors} ({rng.randint(1985, 2022)}). {title}. Journal of Studies, {rng.randint(1, 60)}, {n}-{n + 17}."
+
+
+def fake_citation(rng: random.Random) -> str:
+    """An in-text citation in one of the common styles."""
+    a, b = rng.sample(_SURNAMES, 2)
+    year = rng.randint(1990, 2022)
+    return rng.choice(
+        [
+            f"({a} et al., {year})",
+            f"({a} & {b}, {year})",
+            f"({a}, {year}; {b} et al., {year - 3})",
+            f"[{rng.randint(1, 60)}]",
+            f"(e.g., {a}, {year})",
+        ]
+    )
+
+
+def add_citations(text: str, rng: random.Random, rate: float = 0.3) -> str:
+    """Put a citation before the full stop of about ``rate`` of the sentences (never inside a sentence's words)."""
+    pieces = re.split(r"(?<=[a-z)])\.(?=\s+[A-Z])", text)
+    out = []
+    for k, piece in enumerate(pieces):
+        out.append(piece)
+        if k < len(pieces) - 1:
+            out.append((" " + fake_citation(rng) if rng.random() < rate else "") + ".")
+    return "".join(out)
+
+
+def paragraphs_from_text(text: str, sentences_per_paragraph: int = 6) -> list[str]:
+    """Split one long text (the MLPsych format) into paragraphs of a few sentences."""
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", " ".join(text.split()))
+    return [
+        " ".join(sentences[i : i + sentences_per_paragraph]) for i in range(0, len(sentences), sentences_per_paragraph)
+    ]
+
+
+def _fonts() -> tuple[str, str]:
+    """DejaVu Serif (wide Unicode coverage) when installed, else the built-in Times (Latin-1 only)."""
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+
+    regular, bold = _DEJAVU / "DejaVuSerif.ttf", _DEJAVU / "DejaVuSerif-Bold.ttf"
+    if regular.is_file() and bold.is_file():
+        if "DejaVuSerif" not in pdfmetrics.getRegisteredFontNames():
+            pdfmetrics.registerFont(TTFont("DejaVuSerif", str(regular)))
+            pdfmetrics.registerFont(TTFont("DejaVuSerif-Bold", str(bold)))
+        return "DejaVuSerif", "DejaVuSerif-Bold"
+    return "Times-Roman", "Times-Bold"
+
+
+def _markup(text: str, font: str, ligatures: bool) -> str:
+    if font.startswith("Times"):
+        text = text.encode("latin-1", "replace").decode("latin-1")
+    if ligatures:
+        text = text.replace("fi", "\ufb01").replace("fl", "\ufb02")
+    return escape(text)
+
+
+def render_pdf(
+    paper: SynthPaper,
+    path: Path,
+    *,
+    columns: int = 2,
+    ligatures: bool = False,
+    font_size: float = 9.5,
+    encrypt_password: str | None = None,
+) -> RenderInfo:
+    """Typeset ``paper`` into ``path`` and return the page count and the boilerplate lines it added."""
+    from reportlab.lib.enums import TA_CENTER, TA_JUSTIFY
+    from reportlab.lib.pagesizes import letter
+    from reportlab.lib.styles import ParagraphStyle
+    from reportlab.platypus import BaseDocTemplate, Frame, FrameBreak, NextPageTemplate, PageTemplate, Paragraph
+
+    font, bold = _fonts()
+    try:
+        import pyphen  # noqa: F401
+
+        hyphenation = {"hyphenationLang": "en_US", "embeddedHyphenation": 1}
+    except ImportError:
+        hyphenation = {}
+    width, height = letter
+    margin, gutter, foot_area = 54.0, 18.0, 60.0
+    body = ParagraphStyle(
+        "body", fontName=font, fontSize=font_size, leading=font_size * 1.2, alignment=TA_JUSTIFY,
+        firstLineIndent=10, **hyphenation,
+    )
+    heading = ParagraphStyle("heading", fontName=bold, fontSize=font_size + 1, leading=font_size * 1.5, spaceBefore=6)
+    caption = ParagraphStyle("caption", fontName=font, fontSize=font_size - 2, leading=font_size - 0.5, spaceBefore=4,
+                             spaceAfter=6)
+    title = ParagraphStyle("title", fontName=bold, fontSize=16, leading=20, alignment=TA_CENTER, spaceAfter=14)
+    ref_style = ParagraphStyle("ref", parent=body, fontSize=font_size - 1, leading=font_size * 1.1, firstLineIndent=0,
+                               leftIndent=10, alignment=0)
+
+    column_width = (width - 2 * margin - gutter * (columns - 1)) / columns
+    bottom = margin + foot_area
+    top_title = 70.0
+
+    def column_frames(page_top: float) -> list[Frame]:
+        return [
+            Frame(margin + k * (column_width + gutter), bottom, column_width, page_top - bottom, id=f"c{k}",
+                  leftPadding=0, rightPadding=0, topPadding=0, bottomPadding=0)
+            for k in range(columns)
+        ]
+
+    content_top = height - margin - 14
+    first_frames = [Frame(margin, content_top - top_title, width - 2 * margin, top_title, id="title")]
+    first_frames += column_frames(content_top - top_title - 6)
+
+    notes = list(paper.footnotes)
+
+    def decorate(canvas, doc) -> None:  # noqa: ANN001 - reportlab callback signature
+        canvas.saveState()
+        canvas.setFont(font, 8)
+        canvas.drawString(margin, height - margin + 4, f"{paper.journal} 2024, Vol. 12(3)")
+        canvas.drawRightString(width - margin, height - margin + 4, paper.short_title)
+        canvas.drawCentredString(width / 2, margin - 24, str(doc.page))
+        if doc.page - 1 < len(notes):
+            canvas.setFont(font, 7)
+            canvas.line(margin, margin + foot_area - 12, margin + 120, margin + foot_area - 12)
+            canvas.drawString(margin, margin + foot_area - 24, notes[doc.page - 1])
+        canvas.restoreState()
+
+    doc = BaseDocTemplate(
+        str(path), pagesize=letter, leftMargin=margin, rightMargin=margin, topMargin=margin, bottomMargin=margin,
+        title=paper.title, author="mlpsych synth", encrypt=encrypt_password,
+    )
+    doc.addPageTemplates(
+        [
+            PageTemplate(id="first", frames=first_frames, onPage=decorate),
+            PageTemplate(id="later", frames=column_frames(content_top), onPage=decorate),
+        ]
+    )
+    story = [Paragraph(_markup(paper.title, font, False), title), NextPageTemplate("later"), FrameBreak()]
+    for k, text in enumerate(paper.paragraphs):
+        if k in paper.headings:
+            story.append(Paragraph(_markup(paper.headings[k], bold, False), heading))
+        story.append(Paragraph(_markup(text, font, ligatures), body))
+        if k in paper.captions:
+            story.append(Paragraph(_markup(paper.captions[k], font, False), caption))
+    if paper.references:
+        story.append(Paragraph("References", heading))
+        story.extend(Paragraph(_markup(ref, font, False), ref_style) for ref in paper.references)
+    doc.build(story)
+    boilerplate = [f"{paper.journal} 2024, Vol. 12(3)", paper.short_title, *notes[: doc.page]]
+    boilerplate += list(paper.captions.values()) + list(paper.references)
+    return RenderInfo(n_pages=doc.page, boilerplate=boilerplate)

@@ -1,0 +1,59 @@
+"""Fixtures for ingestion tests: small journal-like PDFs typeset on the spot with reportlab (no files shipped)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mlpsych.ingest.synth import SynthPaper, render_pdf
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Sentences with a marker word each, so a test can tell where a paragraph ended up.
+LEFT_MARK = "Alpha paragraph opens the study"
+BODY = [
+    f"{LEFT_MARK} of minimal groups with a long introduction about social categories and the people in them. "
+    "We trained support vector machines (SVM) on the essays (Smith et al., 2019) and compared them with "
+    "logistic regression models that used the same bag-of-words features. ",
+    "Bravo paragraph describes the participants, who were recruited online and paid for their time. "
+    "Each participant wrote four short essays about their own group and the other group [12]. ",
+    "Charlie paragraph reports the classifier results with ten-fold cross-validation on the full sample "
+    "of essays; accuracy was well above chance for every fold of the data. ",
+    "Delta paragraph discusses what the labels mean for intergroup bias and how future studies might use "
+    "random forests to find the words that matter most for the predictions. ",
+]
+
+
+def paper(repeat: int = 6) -> SynthPaper:
+    """A paper of several pages: the four marked paragraphs repeated with numbered filler."""
+    paragraphs: list[str] = []
+    for k in range(repeat):
+        for text in BODY:
+            paragraphs.append(text.replace("paragraph", f"paragraph {k}") * 2)
+    return SynthPaper(
+        title="Category Labels in Minimal Groups",
+        paragraphs=paragraphs,
+        short_title="Labels and Bias",
+        footnotes=["Corresponding author: Jane Roe, Department of Psychology, Example University."],
+        references=[
+            "Smith, J., Lee, K., & Brown, A. (2019). Essays and groups. Journal of Studies, 12, 1-17.",
+            "Walker, P. (2015). Random forests for words. Journal of Methods, 3, 40-57.",
+        ],
+        captions={2: "Figure 1. Accuracy of the classifier across the ten folds of the data."},
+    )
+
+
+@pytest.fixture(scope="session")
+def synth_pdf(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    path = tmp_path_factory.mktemp("synth") / "paper.pdf"
+    info = render_pdf(paper(), path)
+    return path, info
+
+
+def tika_jar() -> Path | None:
+    """TIKA_APP_JAR or .tika/tika-app.jar (put there by .ci/fetch_tika.sh), when the file exists."""
+    env = os.environ.get("TIKA_APP_JAR")
+    candidate = Path(env) if env else REPO / ".tika" / "tika-app.jar"
+    return candidate if candidate.is_file() else None

@@ -1,0 +1,100 @@
+"""JSONL and MLPsych text.json round trips, ids, and the `mlpsych ingest` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from mlpsych.cli import UserError
+from mlpsych.cli.ingest_cmd import add_ingest_options, ingest_from_args, run
+from mlpsych.documents import Document
+from mlpsych.ingest import load_documents
+from mlpsych.ingest.formats import sanitize_id
+from mlpsych.ingest.synth import SynthPaper, render_pdf
+
+
+@pytest.fixture(autouse=True)
+def _no_tika(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TIKA_APP_JAR", raising=False)
+    monkeypatch.delenv("TIKA_SERVER_ENDPOINT", raising=False)
+
+
+def ingest_args(papers: list[Path], out: Path, *extra: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("papers", nargs="+")
+    parser.add_argument("--out")
+    parser.add_argument("--quiet", action="store_true")
+    add_ingest_options(parser)
+    return parser.parse_args([*map(str, papers), "--out", str(out), "--quiet", *extra])
+
+
+def test_sanitize_id() -> None:
+    assert sanitize_id("Müller et al 2020 (final)") == "Müller_et_al_2020_final"
+    assert sanitize_id("=cmd|' /C calc'!A0") == "cmd_C_calc_A0"
+    assert sanitize_id("...") == "doc"
+
+
+def test_text_json_double_encoded(tmp_path: Path) -> None:
+    texts = {"577240211": "First paper about groups.", "577240225": "Second paper with (SVM) (Smith, 2019)."}
+    path = tmp_path / "text.json"
+    path.write_text(json.dumps(json.dumps(texts)), encoding="utf-8")
+    documents = load_documents(path, progress=False)
+    assert [(d.id, d.text) for d in documents] == list(texts.items())  # taken as is: already cleaned
+    assert all(d.meta["backend"] == "text.json" and d.pages == [(0, len(d.text))] for d in documents)
+
+
+def test_unrelated_json_in_folder_is_skipped_but_explicit_one_reported(tmp_path: Path) -> None:
+    (tmp_path / "answers.json").write_text(json.dumps({"q1": {"a": []}}))
+    (tmp_path / "paper.txt").write_text("Text of the paper.")
+    assert [d.id for d in load_documents(tmp_path, progress=False)] == ["paper"]
+    (document,) = load_documents(tmp_path / "answers.json", progress=False)
+    assert document.status.startswith("unrecognized JSON")
+
+
+def test_cli_jsonl_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    render_pdf(SynthPaper("Round Trip", ["We used random forests (Smith, 2019) on the data. " * 20] * 6),
+               papers / "trip.pdf")
+    (papers / "note.txt").write_text("Plain text paper with support vector machines (SVM).")
+    (papers / "empty.txt").write_text("")
+    out = tmp_path / "out" / "texts.jsonl"
+    assert run(ingest_args([papers], out)) == 0
+    assert "wrote 3 document(s)" in capsys.readouterr().out
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in rows] == ["empty", "note", "trip"]
+    assert rows[0]["status"] == "empty file"
+    assert rows[2]["meta"]["backend"] == "pdfium" and "cleaning" in rows[2]["meta"]
+    first = load_documents(papers, progress=False)
+    again = load_documents(out, progress=False)
+    assert [d.to_dict() for d in again] == [d.to_dict() for d in first]
+    # a hand-corrected JSONL is taken as is, not cleaned again
+    rows[1]["text"] = "Corrected (Smith, 2019) text."
+    out.write_text("\n".join(json.dumps(r) for r in rows) + "\n{broken\n", encoding="utf-8")
+    again = {d.id: d for d in load_documents(out, progress=False)}
+    assert again["note"].text == "Corrected (Smith, 2019) text."
+    assert again["texts-line4"].status.startswith("bad JSONL line 4")
+
+
+def test_cli_errors_are_user_errors(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no such file or folder"):
+        run(ingest_args([tmp_path / "missing"], tmp_path / "t.jsonl"))
+    (tmp_path / "a.txt").write_text("Some text.")
+    with pytest.raises(UserError, match="unknown cleaning step"):
+        run(ingest_args([tmp_path], tmp_path / "t.jsonl", "--no-clean", "nonsense"))
+    with pytest.raises(UserError, match="must end in .jsonl"):
+        run(ingest_args([tmp_path], tmp_path / "t.csv"))
+
+
+def test_ingest_from_args_respects_no_clean(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("Bias is common (Smith et al., 2019). Models (SVM) help.")
+    args = ingest_args([tmp_path], tmp_path / "t.jsonl", "--no-clean", "citations")
+    (document,) = ingest_from_args(args, tmp_path)
+    assert "(Smith et al., 2019)" in document.text
+    assert "citations" not in document.meta["cleaning"]["steps"]
+    (document,) = ingest_from_args(ingest_args([tmp_path], tmp_path / "t.jsonl"), tmp_path)
+    assert document.text == "Bias is common. Models (SVM) help."
+    assert isinstance(document, Document)

@@ -1,0 +1,114 @@
+"""The embedded pdfium backend on journal-like PDFs typeset in the test (reportlab)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pypdfium2 as pdfium
+import pytest
+
+from mlpsych.ingest import CleaningOptions, load_documents
+
+from .conftest import LEFT_MARK
+
+
+@pytest.fixture(autouse=True)
+def _no_tika(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TIKA_APP_JAR", raising=False)
+    monkeypatch.delenv("TIKA_SERVER_ENDPOINT", raising=False)
+
+
+def raw_page_of(path: Path, needle: str) -> int:
+    """1-based page whose raw PDFium text holds ``needle`` (whitespace and hyphenation ignored)."""
+    squash = lambda s: re.sub(r"[\s\-\ufffe\x02]+", "", s)  # noqa: E731
+    document = pdfium.PdfDocument(str(path))
+    try:
+        for k in range(len(document)):
+            if squash(needle) in squash(document[k].get_textpage().get_text_range()):
+                return k + 1
+    finally:
+        document.close()
+    raise AssertionError(f"{needle!r} not in the PDF")
+
+
+def test_pdfium_two_column_paper_is_clean_and_in_order(synth_pdf) -> None:
+    path, info = synth_pdf
+    (document,) = load_documents(path, pdf_backend="auto", progress=False)
+    assert document.ok, document.status
+    assert document.meta["backend"] == "pdfium"
+    assert info.n_pages >= 3 and len(document.pages) == info.n_pages
+    assert document.meta["cleaning"]["columns"]["two_column_pages"] >= info.n_pages - 1
+    text = document.text
+    markers = [f"{word} paragraph {k}" for k in range(6) for word in ("Alpha", "Bravo", "Charlie", "Delta")]
+    positions = [text.find(marker) for marker in markers]
+    assert -1 not in positions, [m for m, p in zip(markers, positions) if p < 0]
+    assert positions == sorted(positions)
+    for leaked in ("Journal of Synthetic", "Labels and Bias", "Corresponding author", "Figure 1. Accuracy",
+                   "Walker, P.", "(Smith et al., 2019)", "[12]"):
+        assert leaked not in text
+    assert "support vector machines (SVM)" in text
+    assert not re.search(r"^\d+$", text, re.MULTILINE)  # no page-number lines
+    assert "cross-validation" in text and "bag-of-words" in text
+
+
+def test_pdfium_page_map_points_at_the_right_page(synth_pdf) -> None:
+    path, _ = synth_pdf
+    (document,) = load_documents(path, pdf_backend="pdfium", progress=False)
+    for k in range(6):
+        marker = f"Delta paragraph {k} discusses"
+        assert document.page_at(document.text.index(marker)) == raw_page_of(path, marker)
+
+
+def test_no_cleaning_keeps_boilerplate(synth_pdf) -> None:
+    path, _ = synth_pdf
+    (document,) = load_documents(path, pdf_backend="pdfium", cleaning=CleaningOptions.off(), progress=False)
+    assert "Journal of Synthetic" in document.text and "Walker, P." in document.text
+    assert document.meta["cleaning"]["steps"] == []
+
+
+def _interleaved_pdf(path: Path) -> tuple[list[str], list[str]]:
+    """Two columns drawn row by row (left line, right line, ...): content order is not reading order."""
+    from reportlab.lib.pagesizes import letter
+    from reportlab.pdfgen import canvas
+
+    left = [f"left column line {k} of the story goes on" for k in range(30)]
+    right = [f"right column line {k} continues after" for k in range(30)]
+    pdf = canvas.Canvas(str(path), pagesize=letter)
+    pdf.setFont("Helvetica", 9)
+    for k in range(30):
+        y = 720 - 14 * k
+        pdf.drawString(54, y, left[k])
+        pdf.drawString(320, y, right[k])
+    pdf.showPage()
+    pdf.save()
+    return left, right
+
+
+def test_columns_step_restores_reading_order(tmp_path: Path) -> None:
+    path = tmp_path / "interleaved.pdf"
+    left, right = _interleaved_pdf(path)
+    (document,) = load_documents(path, pdf_backend="pdfium", progress=False)
+    text = document.text
+    assert text.index(left[-1]) < text.index(right[0])
+    assert all(text.index(a) < text.index(b) for a, b in zip(left, left[1:]))
+    (naive,) = load_documents(path, pdf_backend="pdfium", cleaning=CleaningOptions.disable("columns"),
+                              progress=False)
+    assert naive.text.index(right[0]) < naive.text.index(left[-1])
+
+
+def test_ligatures_in_pdf_come_back_as_letters(tmp_path: Path) -> None:
+    from mlpsych.ingest.synth import SynthPaper, render_pdf
+
+    path = tmp_path / "lig.pdf"
+    render_pdf(SynthPaper("Ligatures", ["The final fluent figures were significant in the first field study."] * 8),
+               path, ligatures=True)
+    (document,) = load_documents(path, pdf_backend="pdfium", progress=False)
+    assert "final fluent figures were significant in the first field" in document.text
+    assert "\ufb01" not in document.text
+
+
+def test_left_marker_constant_is_in_text(synth_pdf) -> None:
+    (document,) = load_documents(synth_pdf[0], pdf_backend="pdfium", progress=False)
+    assert document.text.startswith("Category Labels in Minimal Groups")
+    assert LEFT_MARK.replace("paragraph", "paragraph 0") in document.text
