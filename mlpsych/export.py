@@ -65,6 +65,41 @@ def paper_rows(result: RunResult) -> list[dict]:
     return rows
 
 
+FREQUENCY_COLUMNS = ["question_id", "question", "answer", "n_papers", "papers", "n_mentions"]
+
+
+def _answer_key(text: str) -> str:
+    """Answers that differ only in case or spacing count as one ("Random forests" = "random  forests")."""
+    return " ".join(text.split()).casefold()
+
+
+def frequency_rows(result: RunResult) -> list[dict]:
+    """Each distinct final answer per question with the papers mentioning it (the paper's "exploded" view).
+
+    Final answers are the normalized ones where the LLM stage ran, else the extractive ones. The shown text is
+    the most frequent spelling; papers are listed in corpus order. Rows: question order, then most papers first.
+    """
+    doc_order = {d.id: i for i, d in enumerate(result.documents)}
+    q_order = {q.id: i for i, q in enumerate(result.questions.in_run_order())}
+    q_text = {q.id: q.text for q in result.questions.questions}
+    groups: dict[tuple[str, str], dict] = {}
+    for a in result.answers:
+        if not a.final or not a.text.strip():
+            continue
+        group = groups.setdefault((a.question_id, _answer_key(a.text)), {"spellings": {}, "papers": set(), "n": 0})
+        group["spellings"][a.text] = group["spellings"].get(a.text, 0) + 1
+        group["papers"].add(a.doc_id)
+        group["n"] += 1
+    rows = []
+    for (question_id, _), group in groups.items():
+        spelling = sorted(group["spellings"].items(), key=lambda item: (-item[1], item[0]))[0][0]
+        papers = sorted(group["papers"], key=lambda d: (doc_order.get(d, len(doc_order)), d))
+        rows.append({"question_id": question_id, "question": q_text.get(question_id, ""), "answer": spelling,
+                     "n_papers": len(papers), "papers": SEPARATOR.join(papers), "n_mentions": group["n"]})
+    rows.sort(key=lambda r: (q_order.get(r["question_id"], len(q_order)), -r["n_papers"], r["answer"].casefold()))
+    return rows
+
+
 def run_rows(result: RunResult) -> list[tuple[str, str]]:
     info = dict(result.info)
     settings = info.pop("settings", {})
@@ -90,7 +125,8 @@ def write_csv(result: RunResult, path: Path) -> None:
 
 
 def write_xlsx(result: RunResult, path: Path) -> None:
-    """Sheets: papers, answers (final answers with coder columns), model_answers (every model's rows), llm, run."""
+    """Sheets: papers, answers (final answers with coder columns), frequencies (distinct answers with their papers),
+    model_answers (every model's rows), llm, run."""
     from openpyxl import Workbook
     from openpyxl.styles import Alignment, Font
 
@@ -101,6 +137,7 @@ def write_xlsx(result: RunResult, path: Path) -> None:
                    [list(r.values()) for r in papers]),
         "answers": (ANSWER_COLUMNS + CODER_COLUMNS,
                     [_cells(r) + [None] * len(CODER_COLUMNS) for r in answer_rows(result, final_only=True)]),
+        "frequencies": (FREQUENCY_COLUMNS, [[r[c] for c in FREQUENCY_COLUMNS] for r in frequency_rows(result)]),
         "model_answers": (ANSWER_COLUMNS, [_cells(r) for r in answer_rows(result)
                                          if not r["final"] and r["stage"] != "ungrounded"]),
         "llm": (["paper_id", "question_id", "llm", "model", "raw_output"],
@@ -108,7 +145,10 @@ def write_xlsx(result: RunResult, path: Path) -> None:
         "run": (["key", "value"], [list(r) for r in run_rows(result)]),
     }
     wb.remove(wb.active)
-    widths = {"answer": 40, "evidence": 80, "question": 40, "raw_output": 80, "value": 80, "status": 40}
+    widths = {"answer": 40, "evidence": 80, "question": 40, "raw_output": 80, "value": 80, "status": 40,
+              "papers": 60, "n_papers": 10, "n_mentions": 12, "paper_id": 28, "source_file": 30, "page": 8,
+              "score": 10, "start": 9, "end": 9, "final": 8, "ensemble": 10, "stage": 12, "question_id": 12,
+              "correct": 10, "corrected_answer": 40, "notes": 40}
     for name, (header, rows) in sheets.items():
         ws = wb.create_sheet(name)
         ws.append(header)
@@ -117,10 +157,13 @@ def write_xlsx(result: RunResult, path: Path) -> None:
         for row in rows:
             ws.append([_safe(v) for v in row])
         ws.freeze_panes = "A2"
+        if rows:
+            ws.auto_filter.ref = ws.dimensions  # filter arrows on the header, for coders sorting by question or paper
         for i, column in enumerate(header, start=1):
             letter = ws.cell(row=1, column=i).column_letter
             ws.column_dimensions[letter].width = widths.get(column, 18 if column in ANSWER_COLUMNS else 30)
-            if column in ("evidence", "raw_output", "value", "answer", "question") or name == "papers":
+            if column in ("evidence", "raw_output", "value", "answer", "question", "papers", "corrected_answer",
+                          "notes") or name == "papers":
                 for cell in ws[letter][1:]:
                     cell.alignment = Alignment(wrap_text=True, vertical="top")
     wb.save(path)

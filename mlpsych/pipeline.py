@@ -156,6 +156,8 @@ class Pipeline:
                         spans[(i, model)] = [self._relabel(Span.from_dict(s), doc, units[i]) for s in cached]
                 if todo:
                     if reader.model is None:
+                        if self.on_progress:  # lets a front end say "loading model" before the wait
+                            self.on_progress(f"{label} · {model}", done - 1, len(by_doc))
                         reader.warm_up()  # a ModelLoadError stops the run: finished work is in the cache
                         self.model_loads.append(model)
                     try:
@@ -163,8 +165,8 @@ class Pipeline:
                     except Exception as error:  # one paper's failure must not lose the others
                         log.warning("%s: reading failed with %s: %s", doc_id, model, error)
                         result.errors.setdefault(doc_id, []).append(f"{label} with {model}: {error}")
-                        continue
-                    for j, i in enumerate(todo):
+                        found = None
+                    for j, i in enumerate(todo if found is not None else []):
                         spans[(i, model)] = found[j]
                         self.cache.put(self._read_key(doc, model, queries[i]),
                                        [s.to_dict() for s in found[j]], stage="read")

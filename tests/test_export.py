@@ -1,0 +1,153 @@
+"""Spreadsheets ready for coding: the frequencies sheet, coder columns, layout, and source/page on every row."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from openpyxl import load_workbook
+
+from mlpsych.answers import Answer
+from mlpsych.documents import Document
+from mlpsych.export import ANSWER_COLUMNS, CODER_COLUMNS, FREQUENCY_COLUMNS, frequency_rows, write_result
+from mlpsych.pipeline import RunResult
+from mlpsych.questions import parse_question_set
+
+QUESTIONS = parse_question_set({"name": "t", "questions": [
+    {"id": "q1", "text": "What techniques were used?", "models": ["m1", "m2"]},
+    {"id": "q2", "text": "What software was used?", "models": ["m1"], "allow_empty": True},
+    {"id": "q4", "text": "What was __PLACEHOLDER__ used for?", "models": ["m1"], "bridge_from": "q1", "kind": "phrase"},
+]}, "inline")
+
+TEXT_A = "We used random forests and BERT. Random forests ranked predictors. Software: scikit-learn."
+TEXT_B = "We fitted random  forests in R. They were used to predict burnout."
+TEXT_C = "A qualitative study without models."
+
+
+def _answer(doc: Document, question: str, text: str, *, stage: str = "normalized", final: bool = True,
+            bridge: str | None = None, models: tuple[str, ...] = ("m1",), score: float = 0.9) -> Answer:
+    start = doc.text.find(text)
+    assert start >= 0, text
+    return Answer(doc_id=doc.id, question_id=question, text=text, stage=stage, models=list(models), score=score,
+                  start=start, end=start + len(text), page=doc.page_at(start), evidence=doc.text,
+                  bridge_entity=bridge, final=final)
+
+
+def make_result() -> RunResult:
+    a = Document(id="paper-a", text=TEXT_A, source_path="/data/in/paper-a.pdf", pages=[(0, 33), (33, len(TEXT_A))])
+    b = Document(id="paper-b", text=TEXT_B, source_path="/data/in/paper-b.txt")
+    c = Document(id="paper-c", text=TEXT_C, source_path="/data/in/paper-c.txt")
+    answers = [
+        _answer(a, "q1", "random forests"),
+        _answer(a, "q1", "BERT"),
+        _answer(a, "q1", "Random forests", stage="extractive", final=False),  # not final: not counted
+        _answer(a, "q2", "scikit-learn"),
+        _answer(a, "q4", "ranked predictors", stage="extractive", bridge="random forests"),
+        _answer(b, "q1", "random  forests"),  # same answer, other spacing
+        _answer(b, "q1", "R", stage="ungrounded", final=False),
+        _answer(b, "q4", "to predict burnout", stage="extractive", bridge="random  forests"),
+    ]
+    # paper-b mentions random forests twice (two spellings of the same answer) -> 2 mentions, 1 paper
+    answers.append(_answer(b, "q1", "random  forests", score=0.5))
+    return RunResult(documents=[a, b, c], questions=QUESTIONS, answers=answers,
+                     errors={"paper-c": ["reading failed with m1: boom"]},
+                     info={"seconds": 1.5, "settings": {"reader.stride": 128}})
+
+
+def test_frequency_rows_group_by_answer_and_list_papers():
+    rows = frequency_rows(make_result())
+    assert [list(r) for r in rows][0] == FREQUENCY_COLUMNS
+    got = [(r["question_id"], r["answer"], r["n_papers"], r["papers"], r["n_mentions"]) for r in rows]
+    assert got == [
+        # q1: "random forests" (paper-a) and "random  forests" (paper-b, twice) are one answer in 2 papers;
+        # the spelling shown is the most frequent one.
+        ("q1", "random  forests", 2, "paper-a; paper-b", 3),
+        ("q1", "BERT", 1, "paper-a", 1),
+        ("q2", "scikit-learn", 1, "paper-a", 1),
+        ("q4", "ranked predictors", 1, "paper-a", 1),
+        ("q4", "to predict burnout", 1, "paper-b", 1),
+    ]
+    assert rows[0]["question"] == "What techniques were used?"
+
+
+def test_frequency_rows_empty_run():
+    result = RunResult(documents=[Document(id="x", text="t")], questions=QUESTIONS)
+    assert frequency_rows(result) == []
+
+
+def test_xlsx_sheets_layout_and_coder_columns(tmp_path: Path):
+    path = write_result(make_result(), tmp_path / "out.xlsx")
+    book = load_workbook(path)
+    assert book.sheetnames == ["papers", "answers", "frequencies", "model_answers", "llm", "run"]
+    answers = book["answers"]
+    header = [c.value for c in answers[1]]
+    assert header == ANSWER_COLUMNS + CODER_COLUMNS
+    assert CODER_COLUMNS == ["correct", "corrected_answer", "notes"]
+    for ws in book.worksheets:
+        assert ws.freeze_panes == "A2", ws.title
+        assert all(c.font.bold for c in ws[1] if c.value), ws.title
+    col = {name: i for i, name in enumerate(header)}
+    rows = [[c.value for c in r] for r in answers.iter_rows(min_row=2)]
+    # 7 final answers + the ungrounded one, each with its source file name (no folder) and page
+    assert len(rows) == 8
+    for row in rows:
+        assert row[col["source_file"]] in ("paper-a.pdf", "paper-b.txt")
+        assert isinstance(row[col["page"]], int)
+        assert row[col["evidence"]]
+    bert = next(r for r in rows if r[col["answer"]] == "BERT")
+    assert bert[col["page"]] == 1
+    scikit = next(r for r in rows if r[col["answer"]] == "scikit-learn")
+    assert scikit[col["page"]] == 2  # offset past the first page range
+    # evidence is wrapped, widths are set for reading
+    letter = answers.cell(row=1, column=col["evidence"] + 1).column_letter
+    assert answers.column_dimensions[letter].width >= 60
+    assert answers[f"{letter}2"].alignment.wrap_text
+    answer_letter = answers.cell(row=1, column=col["answer"] + 1).column_letter
+    assert answers.column_dimensions[answer_letter].width >= 30
+
+    freq = book["frequencies"]
+    assert [c.value for c in freq[1]] == FREQUENCY_COLUMNS
+    first = [c.value for c in freq[2]]
+    assert first[:5] == ["q1", "What techniques were used?", "random  forests", 2, "paper-a; paper-b"]
+    assert freq.max_row == 6
+
+    papers = book["papers"]
+    status = {r[0].value: r[2].value for r in papers.iter_rows(min_row=2)}
+    assert status == {"paper-a": "ok", "paper-b": "ok", "paper-c": "reading failed with m1: boom"}
+
+
+def test_agree_reads_the_coder_columns_back(tmp_path: Path):
+    """The coder columns written empty are what `mlpsych agree` reads once a researcher fills them."""
+    from mlpsych import agree
+
+    path = write_result(make_result(), tmp_path / "coded.xlsx")
+    book = load_workbook(path)
+    ws = book["answers"]
+    header = [c.value for c in ws[1]]
+    correct = header.index("correct") + 1
+    for i, row in enumerate(ws.iter_rows(min_row=2), start=0):
+        row[correct - 1].value = "yes" if i % 2 == 0 else "no"
+    book.save(path)
+    codings, coders = agree.read_codings(path)
+    assert coders == ["correct"]
+    marks = [c.marks["correct"] for c in codings]
+    assert marks.count(True) == 4 and marks.count(False) == 4
+
+
+def test_csv_and_jsonl_formats_unchanged(tmp_path: Path):
+    result = make_result()
+    with write_result(result, tmp_path / "out.csv").open(encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == ANSWER_COLUMNS
+        rows = list(reader)
+    assert len(rows) == 8 and all(r["source_file"] and r["page"] for r in rows)
+    lines = (write_result(result, tmp_path / "out.jsonl")).read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(result.answers)
+    assert list(json.loads(lines[0])) == ANSWER_COLUMNS
+
+
+def test_unknown_extension_refused(tmp_path: Path):
+    with pytest.raises(ValueError, match="use a .xlsx, .csv or .jsonl"):
+        write_result(make_result(), tmp_path / "out.ods")
