@@ -38,7 +38,7 @@ def answer_rows(result: RunResult, *, final_only: bool = False) -> list[dict]:
         rows.append({
             "paper_id": a.doc_id, "source_file": Path(sources.get(a.doc_id, "")).name, "question_id": a.question_id,
             "question": question, "answer": a.text, "stage": a.stage, "models": list(a.models),
-            "ensemble": a.ensemble, "final": a.final, "score": round(float(a.score), 4), "start": a.start,
+            "ensemble": a.ensemble, "final": a.final, "score": float(f"{a.score:.4g}"), "start": a.start,
             "end": a.end, "page": a.page, "evidence": a.evidence, "bridge_entity": a.bridge_entity,
         })
     return rows

@@ -1,4 +1,8 @@
-"""Run settings with named presets: one typed object the CLI, the app and notebooks fill in the same way."""
+"""Run settings with named presets: one typed object the CLI, the app and notebooks fill in the same way.
+
+A preset is a named bundle of choices (which windows are read, which models read them), applied to a question
+set and run settings in one call, so the CLI's ``--preset fast`` and the app's preset menu do the same thing.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +29,25 @@ class LLMSettings(BaseModel):
     max_input_items: int = Field(default=60, ge=1)  # extractive answers shown to the LLM per prompt
 
 
+class RetrievalSettings(BaseModel):
+    """Which windows of a paper are read: the global side of each template's ``retrieval`` spec.
+
+    ``read``: ``template`` follows each template (no spec = read all, as the paper did); ``all`` reads every
+    window of every paper whatever the templates say (faithful reproduction); ``retrieve`` scores windows for
+    every question and reads only the best ``budget`` of them.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    read: Literal["template", "all", "retrieve"] = "template"
+    mode: Literal["bm25", "dense"] | None = None  # None: the template's mode, or bm25 where it has none
+    budget: int | None = Field(default=None, ge=1)  # None: the template's budget
+    neighbours: int = Field(default=0, ge=0, le=4)  # windows on each side of a chosen one, also read
+    entity_anchor: bool = True  # bridged sub-questions read only windows that mention their entity
+    entity_budget: int | None = Field(default=None, ge=1)  # cap on anchored windows; None: the budget
+    dense_model: str | None = None  # sentence-embedding model for mode=dense; None: the offline MiniLM
+
+
 class RunSettings(BaseModel):
     """Everything that shapes a run besides the papers and the questions."""
 
@@ -32,11 +55,85 @@ class RunSettings(BaseModel):
 
     reader: ReaderSettings = Field(default_factory=ReaderSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     max_sub_questions: int | None = Field(default=None, ge=1)
+    preset: str | None = None  # the preset applied, for the run sheet
 
     def describe(self) -> dict:
         """Flat settings for the run sheet."""
         out = {f"reader.{k}": v for k, v in asdict(self.reader).items()}
         out.update({f"llm.{k}": v for k, v in self.llm.model_dump().items()})
+        out.update({f"retrieval.{k}": v for k, v in self.retrieval.model_dump().items()})
         out["max_sub_questions"] = self.max_sub_questions
+        out["preset"] = self.preset
         return out
+
+
+# -- presets ---------------------------------------------------------------------------------------------
+
+# Large SQuAD2 readers of the paper -> base-size SQuAD2 readers of the same family where one is published
+# (ALBERT-xxlarge has no well-kept base SQuAD2 checkpoint: RoBERTa-base keeps q1's two-family ensemble).
+BASE_SUBSTITUTES: dict[str, str] = {
+    "deepset/deberta-v3-large-squad2": "deepset/deberta-v3-base-squad2",
+    "deepset/roberta-large-squad2": "deepset/roberta-base-squad2",
+    "ahotrod/electra_large_discriminator_squad2_512": "deepset/electra-base-squad2",
+    "ahotrod/albert_xxlargev1_squad2_512": "deepset/roberta-base-squad2",
+}
+
+
+class Preset(BaseModel):
+    """A named run configuration: how windows are chosen and which reader models stand in for the templates'."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str
+    retrieval: RetrievalSettings
+    model_substitutions: dict[str, str] = Field(default_factory=dict)
+
+
+PRESETS: dict[str, Preset] = {
+    "paper": Preset(
+        name="paper",
+        description="Faithful to the paper: every window of every paper is read by the template's models.",
+        retrieval=RetrievalSettings(read="all"),
+    ),
+    "fast": Preset(
+        name="fast",
+        description="Laptop-friendly: BM25 picks the windows worth reading (sub-questions read only windows "
+                    "that mention their entity) and base-size SQuAD2 readers replace the large ones.",
+        retrieval=RetrievalSettings(read="retrieve", mode="bm25", budget=3, neighbours=0, entity_anchor=True,
+                                    entity_budget=2),
+        model_substitutions=dict(BASE_SUBSTITUTES),
+    ),
+}
+
+
+def get_preset(name: str) -> Preset:
+    """The preset called ``name``; a ValueError naming the known presets otherwise."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown preset {name!r} (choose from: {', '.join(PRESETS)})") from None
+
+
+def substitute_models(questions, substitutions: dict[str, str]):
+    """A copy of the question set with model ids replaced (a model that becomes a duplicate is read once)."""
+    if not substitutions:
+        return questions
+    changed = []
+    for q in questions.questions:
+        models = list(dict.fromkeys(substitutions.get(m, m) for m in q.models))
+        changed.append(q.model_copy(update={"models": models}))
+    return questions.model_copy(update={"questions": changed})
+
+
+def apply_preset(preset: str | Preset, questions, settings: RunSettings | None = None):
+    """``(questions, settings)`` with the preset's reader models and retrieval; other settings are kept.
+
+    ``questions`` is a :class:`mlpsych.questions.QuestionSet`; neither argument is modified.
+    """
+    chosen = get_preset(preset) if isinstance(preset, str) else preset
+    base = settings or RunSettings()
+    new_settings = base.model_copy(update={"retrieval": chosen.retrieval.model_copy(), "preset": chosen.name})
+    return substitute_models(questions, chosen.model_substitutions), new_settings

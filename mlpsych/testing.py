@@ -560,3 +560,107 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Random-weight models in the real architectures (for speed benchmarks: same shapes, same cost per window)
+# ----------------------------------------------------------------------------------------------------------
+
+# Architecture of the real checkpoints (their config.json values that set the cost of a window).
+REAL_SIZES: dict[tuple[str, str], dict[str, object]] = {
+    ("deberta-v2", "large"): dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                                  intermediate_size=4096, vocab_size=128100),
+    ("deberta-v2", "base"): dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                 intermediate_size=3072, vocab_size=128100),
+    ("electra", "large"): dict(hidden_size=1024, embedding_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                               intermediate_size=4096, vocab_size=30522),
+    ("electra", "base"): dict(hidden_size=768, embedding_size=768, num_hidden_layers=12, num_attention_heads=12,
+                              intermediate_size=3072, vocab_size=30522),
+    ("roberta", "large"): dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                               intermediate_size=4096, vocab_size=50265),
+    ("roberta", "base"): dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                              intermediate_size=3072, vocab_size=50265),
+    ("albert", "xxlarge"): dict(hidden_size=4096, embedding_size=128, num_hidden_layers=12, num_attention_heads=64,
+                                intermediate_size=16384, vocab_size=30000),
+}
+
+
+def _bert_uncased_vocab(out: Path) -> int | None:
+    """The real BERT-uncased WordPiece vocabulary (ELECTRA's exactly), from the offline MiniLM package if present."""
+    from mlpsych.embeddings import bundled_minilm_dir
+
+    folder = bundled_minilm_dir()
+    if folder is None or not (folder / "vocab.txt").is_file():
+        return None
+    shutil.copyfile(folder / "vocab.txt", out / "vocab.txt")
+    special_map = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                   "mask_token": "[MASK]"}
+    _write_json(out / "special_tokens_map.json", special_map)
+    _write_json(out / "tokenizer_config.json", {
+        **special_map, "tokenizer_class": "ElectraTokenizer", "do_lower_case": True, "strip_accents": None,
+        "tokenize_chinese_chars": True, "model_max_length": MODEL_MAX_LENGTH,
+    })
+    return sum(1 for _ in (out / "vocab.txt").open(encoding="utf-8"))
+
+
+def _deberta_tokenizer_on(out: Path, texts: list[str], vocab_size: int) -> int:
+    """A DeBERTa-v3-style spm.model trained on ``texts`` with a large vocabulary: real-paper tokens per word."""
+    import sentencepiece as spm
+
+    buffer = io.BytesIO()
+    sentences = [s for t in texts for s in t.split(". ") if s.strip()]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=buffer, vocab_size=vocab_size, model_type="unigram",
+        character_coverage=1.0, num_threads=2, minloglevel=2, hard_vocab_limit=False, pad_id=0, bos_id=1,
+        eos_id=2, unk_id=3, normalization_rule_name="identity", pad_piece="[PAD]", bos_piece="[CLS]",
+        eos_piece="[SEP]", unk_piece="[UNK]", input_sentence_size=200_000, shuffle_input_sentence=True,
+    )
+    model = buffer.getvalue()
+    (out / "spm.model").write_bytes(model)
+    size = _spm_size(model)
+    specials = {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "[UNK]", "sep_token": "[SEP]",
+                "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}
+    _write_json(out / "added_tokens.json", {"[MASK]": size})
+    _write_json(out / "special_tokens_map.json", specials)
+    _write_json(out / "tokenizer_config.json", {
+        **specials, "tokenizer_class": "DebertaV2Tokenizer", "do_lower_case": False, "split_by_punct": False,
+        "vocab_type": "spm", "model_max_length": MODEL_MAX_LENGTH, "sp_model_kwargs": {},
+    })
+    return size + 1
+
+
+def build_model_with_config(family: str, out_dir: Path, size: str = "large", *, seed: int = 0,
+                            tokenizer_texts: list[str] | None = None) -> Path:
+    """A random-weight QA model with the real architecture of ``family``/``size`` (e.g. DeBERTa-v3-large).
+
+    Weights are random, so answers are noise, but the cost of reading a window is the real one: for speed
+    benchmarks. The tokenizer: ELECTRA gets the real BERT-uncased vocabulary when the offline MiniLM package is
+    installed; DeBERTa gets a sentencepiece model trained on ``tokenizer_texts`` when given (so a paper takes
+    about as many tokens as with the real 128k vocabulary), else the tiny one. Other families keep the tiny
+    tokenizer (more tokens per word than the real one). The embedding matrix has the real vocabulary size.
+    """
+    key = (family, size)
+    if key not in REAL_SIZES:
+        raise ValueError(f"no real configuration for {family} {size} (known: "
+                         f"{', '.join(f'{f} {s}' for f, s in REAL_SIZES)})")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    tokens = None
+    if family == "electra":
+        tokens = _bert_uncased_vocab(out)
+    elif family == "deberta-v2" and tokenizer_texts:
+        tokens = _deberta_tokenizer_on(out, tokenizer_texts, 32000)
+    if tokens is None:
+        tokens = _TOKENIZER_BUILDERS[family](out)
+    config = _qa_config(family, tokens)
+    real = dict(REAL_SIZES[key])
+    real["vocab_size"] = max(int(real["vocab_size"]), tokens)
+    for name, value in real.items():
+        setattr(config, name, value)
+    if family == "deberta-v2":
+        config.layer_norm_eps = 1e-7
+    _save_model(family, config, out, seed)
+    _write_json(out / MARKER_FILE, {"family": family, "seed": seed, "version": BUILD_VERSION, "size": size})
+    logger.info("built %s-%s (random weights) in %s (%.1f s)", family, size, out, time.perf_counter() - started)
+    return out

@@ -1,0 +1,46 @@
+"""The reference approach, run inside its own virtual environment with transformers 4.x (not mlpsych's).
+
+    /tmp/mlpsych-ref-venv/bin/python benchmarks/_reference_qa.py JOB.json RESULT.json
+
+JOB.json: {"model": dir, "question": str, "top_k": 30, "doc_stride": 128, "papers": [{"id", "text"}], "threads": n}.
+It reads every paper with ``pipeline("question-answering", top_k=30, doc_stride=128)`` as the paper's code does
+(default max_seq_len 384, batch size 1) and writes the seconds each paper took and the answers it returned.
+Only transformers, torch and the standard library are used here: mlpsych is not importable in that venv.
+"""
+
+import json
+import sys
+import time
+
+
+def main() -> None:
+    job = json.load(open(sys.argv[1], encoding="utf-8"))
+    import torch
+    import transformers
+    from transformers import pipeline
+
+    if job.get("threads"):
+        torch.set_num_threads(int(job["threads"]))
+    started = time.perf_counter()
+    qa = pipeline("question-answering", model=job["model"], tokenizer=job["model"], device=-1)
+    load_seconds = time.perf_counter() - started
+    papers = []
+    for paper in job["papers"]:
+        tick = time.perf_counter()
+        with torch.inference_mode():
+            answers = qa(question=job["question"], context=paper["text"], top_k=job["top_k"],
+                         doc_stride=job["doc_stride"], handle_impossible_answer=False)
+        seconds = time.perf_counter() - tick
+        features = qa.tokenizer(job["question"], paper["text"], truncation="only_second", max_length=384,
+                                stride=job["doc_stride"], return_overflowing_tokens=True)
+        if isinstance(answers, dict):
+            answers = [answers]
+        papers.append({"id": paper["id"], "seconds": seconds, "windows": len(features["input_ids"]),
+                       "answers": [{"start": a["start"], "end": a["end"], "score": float(a["score"])} for a in answers]})
+    result = {"transformers": transformers.__version__, "torch": torch.__version__, "threads": torch.get_num_threads(),
+              "load_seconds": load_seconds, "papers": papers}
+    json.dump(result, open(sys.argv[2], "w", encoding="utf-8"))
+
+
+if __name__ == "__main__":
+    main()

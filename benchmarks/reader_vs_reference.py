@@ -1,0 +1,181 @@
+"""Our reader against the reference approach, same saved model, same papers: seconds per paper and the ratio.
+
+    python benchmarks/reader_vs_reference.py --data ../shared/mlpsych [--papers 2] [--max-words 1500]
+
+The reference is the paper's code path: transformers 4.x ``pipeline("question-answering", top_k=30,
+doc_stride=128)`` (max_seq_len 384, one window at a time). transformers 5 has no such pipeline, so the script
+installs transformers<5 into its own virtual environment (``--ref-venv``, created once with pip) and runs
+``benchmarks/_reference_qa.py`` there. The models are random-weight models with the real DeBERTa-v3-large and
+ELECTRA-large configurations built by ``mlpsych.testing.build_model_with_config`` (weights do not change the
+cost of a window). Our reader reads the same papers with the same window length (384) and stride (128):
+fully, and with BM25 retrieval (``--budget`` windows). Model loading is timed separately, not per paper.
+Prints seconds and ratios, not pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+REF_PACKAGES = ["torch==2.13.0", "transformers<5", "sentencepiece", "protobuf"]
+QUESTION = "What machine learning or natural language processing techniques were used?"
+SIZES = {"deberta-v2": "large", "electra": "large"}
+
+
+def ensure_ref_venv(venv: Path) -> Path:
+    """The reference environment's python; created and filled with pip on first use."""
+    python = venv / "bin" / "python"
+    probe = [str(python), "-c", "import transformers, torch; assert int(transformers.__version__.split('.')[0]) < 5"]
+    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return python
+    print(f"creating the reference environment in {venv} (pip install {' '.join(REF_PACKAGES)}) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *REF_PACKAGES], check=True)
+    return python
+
+
+def load_papers(data: Path, count: int, max_words: int, pick: str = "first") -> list[dict]:
+    """``count`` development papers: the first ones, or those closest to the median length (``pick='median'``)."""
+    with open(data / "text.json", encoding="utf-8") as handle:
+        texts = json.loads(json.load(handle))
+    with open(data / "answers_dev.json", encoding="utf-8") as handle:
+        ids = list(json.load(handle)["q1"])
+    if pick == "median":
+        median = statistics.median(len(texts[i].split()) for i in ids)
+        ids = sorted(ids, key=lambda i: abs(len(texts[i].split()) - median))
+    papers = []
+    for pid in ids[:count]:
+        words = texts[pid].split(" ")
+        text = " ".join(words[:max_words]) if max_words else texts[pid]
+        papers.append({"id": pid, "text": text})
+    return papers
+
+
+def build_models(work: Path, families: list[str], data: Path) -> dict[str, Path]:
+    from mlpsych.testing import build_model_with_config
+
+    with open(data / "text.json", encoding="utf-8") as handle:
+        corpus = list(json.loads(json.load(handle)).values())
+    paths = {}
+    for family in families:
+        out = work / f"{family}-{SIZES[family]}"
+        if not (out / "model.safetensors").is_file():
+            print(f"building random-weight {family}-{SIZES[family]} in {out} ...", flush=True)
+            build_model_with_config(family, out, SIZES[family], tokenizer_texts=corpus)
+        paths[family] = out
+    return paths
+
+
+def run_reference(python: Path, model: Path, papers: list[dict], threads: int) -> dict:
+    job = {"model": str(model), "question": QUESTION, "top_k": 30, "doc_stride": 128, "papers": papers,
+           "threads": threads}
+    with tempfile.TemporaryDirectory() as tmp:
+        job_path, out_path = Path(tmp) / "job.json", Path(tmp) / "out.json"
+        job_path.write_text(json.dumps(job), encoding="utf-8")
+        script = Path(__file__).resolve().parent / "_reference_qa.py"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+        subprocess.run([str(python), str(script), str(job_path), str(out_path)], check=True, env=env)
+        return json.loads(out_path.read_text(encoding="utf-8"))
+
+
+def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, threads: int,
+             question_tokens: int = 64) -> dict:
+    """Seconds per paper for our reader; ``budget`` = BM25 retrieval of that many windows, None = full read."""
+    import torch
+
+    from mlpsych.documents import Document
+    from mlpsych.reader import Query, Reader, ReaderSettings
+    from mlpsych.retrieval import Plan, WindowSelector
+
+    torch.set_num_threads(threads)
+    reader = Reader(str(model), ReaderSettings(max_length=384, stride=128, batch_size=8, device="cpu", dtype=dtype,
+                                               question_tokens=question_tokens))
+    started = time.perf_counter()
+    reader.warm_up()
+    load_seconds = time.perf_counter() - started
+    selector = WindowSelector()
+    out = []
+    for paper in papers:
+        doc = Document(id=paper["id"], text=paper["text"])
+        tick = time.perf_counter()
+        windows = reader.windows(doc)
+        chosen = None
+        if budget:
+            chosen = selector.select(doc, windows, QUESTION, Plan(mode="bm25", budget=budget))
+        before = reader.windows_read
+        reader.run(doc, [Query("q1", QUESTION, top_k=30, max_answer_tokens=30, windows=chosen)])
+        out.append({"id": paper["id"], "seconds": time.perf_counter() - tick, "windows": reader.windows_read - before,
+                    "all_windows": len(windows)})
+        reader._encoded.clear()  # each paper tokenized inside its own timing
+    reader.release()
+    return {"load_seconds": load_seconds, "papers": out}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--papers", type=int, default=2, help="how many development papers (first ones)")
+    parser.add_argument("--max-words", type=int, default=1500, help="truncate each paper (0: whole papers)")
+    parser.add_argument("--families", default="deberta-v2,electra")
+    parser.add_argument("--budget", type=int, default=3, help="windows read with retrieval")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "mlpsych-bench-models")
+    parser.add_argument("--ref-venv", type=Path, default=Path(tempfile.gettempdir()) / "mlpsych-ref-venv")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--pick", choices=["first", "median"], default="first",
+                        help="which papers: the first ones, or those of median length")
+    parser.add_argument("--bf16", action="store_true", help="also time our full read in bf16")
+    parser.add_argument("--question-tokens", type=int, default=64,
+                        help="room our reader keeps for the question in each window (ReaderSettings default 64)")
+    parser.add_argument("--skip-full", action="store_true", help="time only our read with retrieval")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import platform
+
+    python = ensure_ref_venv(args.ref_venv)
+    families = [f for f in args.families.split(",") if f]
+    models = build_models(args.work, families, args.data)
+    papers = load_papers(args.data, args.papers, args.max_words, args.pick)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}; "
+          f"{len(papers)} papers, {args.max_words or 'all'} words each; question: q1; "
+          f"our question room {args.question_tokens} tokens")
+    for family in families:
+        model = models[family]
+        ref = run_reference(python, model, papers, args.threads)
+        picked = run_ours(model, papers, args.budget, "fp32", args.threads, args.question_tokens)
+        rows = [(f"ours, BM25 {args.budget} windows", picked)]
+        if not args.skip_full:
+            rows.insert(0, ("ours, full read", run_ours(model, papers, None, "fp32", args.threads, args.question_tokens)))
+        full = rows[0][1]
+        if args.bf16:
+            rows.append(("ours, full read, bf16", run_ours(model, papers, None, "bf16", args.threads, args.question_tokens)))
+        print(f"\n== {family}-{SIZES[family]} (random weights); reference: transformers {ref['transformers']}, "
+              f"pipeline top_k=30 doc_stride=128")
+        print(f"model load: reference {ref['load_seconds']:.1f} s, ours {full['load_seconds']:.1f} s")
+        print(f"{'paper':<14}{'ref win':>8}{'all win':>8}{'reference s':>13}" + "".join(f"{label:>28}" for label, _ in rows))
+        for i, paper in enumerate(papers):
+            ref_s = ref["papers"][i]["seconds"]
+            cells = "".join(f"{r['papers'][i]['seconds']:>12.1f} s ({ref_s / r['papers'][i]['seconds']:>5.1f}x,"
+                            f"{r['papers'][i]['windows']:>3}w)" for _, r in rows)
+            print(f"{paper['id']:<14}{ref['papers'][i]['windows']:>8}{full['papers'][i]['all_windows']:>8}"
+                  f"{ref_s:>13.1f}{cells}")
+        ref_mean = statistics.mean(p["seconds"] for p in ref["papers"])
+        for label, r in rows:
+            mean = statistics.mean(p["seconds"] for p in r["papers"])
+            print(f"mean s/paper {label:<28} {mean:>7.1f}   reference {ref_mean:>7.1f}   "
+                  f"reference/ours {ref_mean / mean:>5.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Which windows of a paper are worth reading for a question: BM25 / dense scoring and entity-anchored windows.
+
+Reading every window of a paper for every question and model is what makes the paper's approach slow on a
+laptop (hundreds of large-model windows per paper). Here the windows the reader already cut (one tokenization
+per tokenizer) are scored against the question and only the best ``budget`` are read. BM25 (through the
+``bm25s`` library) is the dependable default: no model, milliseconds per paper. Dense scoring with the offline
+MiniLM sentence encoder is an option. A bridged sub-question ("What was random forest used for?") reads only
+the windows that mention its entity or a variant of it (plural, hyphen/space, case, "long form (ABBR)" pairs
+defined in the paper), using the same matching rules as the grounding of LLM answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from mlpsych.documents import Document
+from mlpsych.questions import RetrievalSpec
+from mlpsych.reader import Window
+from mlpsych.settings import RetrievalSettings
+
+log = logging.getLogger(__name__)
+
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+# Words of a question that say nothing about where its answer is ("What was ... used for?").
+_QUESTION_WORDS = {"what", "which", "who", "whom", "whose", "when", "where", "why", "how", "was", "were", "is",
+                   "are", "did", "do", "does", "used", "use", "using", "perform", "performed"}
+
+
+def _stem(word: str) -> str:
+    """Plural and a few inflections folded, so "forests" finds "forest" (BM25 needs equal tokens)."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def tokenize(text: str, *, drop: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """Lowercased, stemmed word tokens without English stopwords (and without ``drop``)."""
+    from bm25s.stopwords import STOPWORDS_EN
+
+    stop = set(STOPWORDS_EN) | set(drop)
+    return [_stem(w) for w in (m.group().lower() for m in _TOKEN.finditer(text)) if w not in stop and len(w) > 1]
+
+
+def window_texts(doc: Document, windows: Sequence[Window]) -> list[str]:
+    return [doc.text[w.char_start : w.char_end] for w in windows]
+
+
+def bm25_scores(question: str, texts: Sequence[str]) -> np.ndarray:
+    """BM25 score of each text for the question (``bm25s``: Lucene-style idf over these texts only)."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import: a line per index build
+    corpus = [tokenize(t) for t in texts]
+    query = tokenize(question, drop=_QUESTION_WORDS) or tokenize(question)
+    if not texts or not query:
+        return np.zeros(len(texts), dtype=np.float32)
+    index = bm25s.BM25()
+    index.index(corpus, show_progress=False)
+    vocab = set(index.vocab_dict) if hasattr(index, "vocab_dict") else None
+    query = [t for t in query if vocab is None or t in vocab]
+    if not query:
+        return np.zeros(len(texts), dtype=np.float32)
+    return np.asarray(index.get_scores(query), dtype=np.float32)
+
+
+class DenseScorer:
+    """Cosine similarity of question and windows with a sentence encoder (default: the offline MiniLM)."""
+
+    def __init__(self, model: str | None = None) -> None:
+        from mlpsych.embeddings import Embedder
+
+        self.embedder = Embedder(model)
+
+    def __call__(self, question: str, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        vectors = self.embedder.encode(list(texts))
+        return vectors @ self.embedder.encode([question])[0]
+
+
+def top_windows(scores: np.ndarray, budget: int, neighbours: int = 0, n_windows: int | None = None,
+                candidates: Sequence[int] | None = None) -> tuple[int, ...]:
+    """Indices of the ``budget`` best-scored windows (ties: earlier first), plus ``neighbours`` on each side.
+
+    ``candidates`` maps positions in ``scores`` to window indices (default: position = index).
+    """
+    index = list(candidates) if candidates is not None else list(range(len(scores)))
+    n_windows = n_windows if n_windows is not None else len(scores)
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")[:budget]
+    chosen = {index[i] for i in order}
+    for i in list(chosen):
+        for d in range(1, neighbours + 1):
+            chosen.update(j for j in (i - d, i + d) if 0 <= j < n_windows)
+    return tuple(sorted(chosen))
+
+
+def entity_names(entity: str, text: str) -> list[str]:
+    """The entity and its known variants in this paper: the other half of a "long form (ABBR)" definition."""
+    from mlpsych.grounding import aliases
+
+    return aliases(" ".join(entity.split()), text)
+
+
+def mentions_entity(names: Sequence[str], text: str) -> bool:
+    """Whether the text mentions any of the names (grounding rules: case, plural, hyphen/space, abbreviations)."""
+    from mlpsych.grounding import ground
+
+    return any(ground(name, text).grounded for name in names)
+
+
+def entity_windows(doc: Document, windows: Sequence[Window], entity: str) -> list[int]:
+    """Indices of the windows that mention the entity or one of its variants defined in the paper."""
+    names = entity_names(entity, doc.text)
+    return [w.index for w, text in zip(windows, window_texts(doc, windows)) if mentions_entity(names, text)]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one question is to be read: which scorer, how many windows, whether to anchor on its entity."""
+
+    mode: str
+    budget: int
+    neighbours: int = 0
+    entity_anchor: bool = True
+    entity_budget: int | None = None
+    terms: str = ""  # words added to the question for scoring (the template's retrieval query), e.g. "software package"
+
+
+def plan_for(spec: RetrievalSpec | None, settings: RetrievalSettings) -> Plan | None:
+    """The retrieval plan for a template under the run's settings; None means read every window."""
+    if settings.read == "all":
+        return None
+    if settings.read == "template" and (spec is None or spec.mode == "all"):
+        return None
+    template_mode = spec.mode if spec is not None and spec.mode != "all" else "bm25"
+    budget = settings.budget or (spec.budget if spec is not None else RetrievalSpec().budget)
+    terms = str(getattr(spec, "query", "") or "")  # a template's retrieval query, where its schema has one
+    return Plan(mode=settings.mode or template_mode, budget=budget, neighbours=settings.neighbours,
+                entity_anchor=settings.entity_anchor, entity_budget=settings.entity_budget, terms=terms)
+
+
+class WindowSelector:
+    """Chooses the windows to read per (paper, question); holds the dense encoder when one is used."""
+
+    def __init__(self, settings: RetrievalSettings | None = None) -> None:
+        self.settings = settings or RetrievalSettings()
+        self._dense: DenseScorer | None = None
+        self._anchored: dict[tuple, list[int]] = {}  # (paper, entity, window bounds) -> anchored windows
+
+    def _scores(self, mode: str, question: str, texts: Sequence[str]) -> np.ndarray:
+        if mode == "dense":
+            if self._dense is None:
+                self._dense = DenseScorer(self.settings.dense_model)
+            return self._dense(question, texts)
+        return bm25_scores(question, texts)
+
+    def select(self, doc: Document, windows: Sequence[Window], question: str, plan: Plan | None,
+               entity: str | None = None) -> tuple[int, ...] | None:
+        """Window indices to read, ascending; None when every window is read (the cache key of a full read)."""
+        if plan is None or not windows:
+            return None
+        candidates = list(range(len(windows)))
+        budget = plan.budget
+        if entity and plan.entity_anchor:
+            key = (doc.sha256, entity, tuple((w.char_start, w.char_end) for w in windows))
+            if key not in self._anchored:
+                self._anchored[key] = entity_windows(doc, windows, entity)
+            anchored = self._anchored[key]
+            if anchored:
+                candidates = anchored
+                budget = plan.entity_budget or plan.budget
+            else:
+                log.debug("%s: %r is not mentioned in any window; scoring all windows", doc.id, entity)
+        if budget >= len(candidates):  # nothing to rank: every candidate is read
+            scores = np.zeros(len(candidates), dtype=np.float32)
+        else:
+            texts = window_texts(doc, [windows[i] for i in candidates])
+            scores = self._scores(plan.mode, f"{question} {plan.terms}".strip(), texts)
+        chosen = top_windows(scores, budget, plan.neighbours, len(windows), candidates)
+        return None if len(chosen) == len(windows) else chosen
+
+    def release(self) -> None:
+        self._dense = None
+        self._anchored.clear()

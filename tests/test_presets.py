@@ -1,0 +1,82 @@
+"""Named presets (paper / fast): what they change in questions and settings, and the CLI flags over them."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from mlpsych.questions import load_question_set
+from mlpsych.reader import ReaderSettings
+from mlpsych.settings import PRESETS, RunSettings, apply_preset, get_preset, substitute_models
+
+
+def test_fast_preset_swaps_large_readers_for_base_and_turns_retrieval_on():
+    questions = load_question_set("mlpsych")
+    settings = RunSettings(reader=ReaderSettings(stride=64), max_sub_questions=7)
+    new_q, new_s = apply_preset("fast", questions, settings)
+    models = {q.id: q.models for q in new_q.questions}
+    assert models["q1"] == ["deepset/deberta-v3-base-squad2", "deepset/roberta-base-squad2"]
+    assert models["q2"] == ["deepset/electra-base-squad2", "deepset/roberta-base-squad2"]
+    assert models["q4"] == ["deepset/deberta-v3-base-squad2"]
+    assert new_s.retrieval.read == "retrieve" and new_s.retrieval.mode == "bm25" and new_s.retrieval.entity_anchor
+    assert new_s.preset == "fast"
+    # Everything else is kept, and the inputs are not modified.
+    assert new_s.reader.stride == 64 and new_s.max_sub_questions == 7
+    assert questions.get("q1").models[0] == "deepset/deberta-v3-large-squad2"
+    assert settings.retrieval.read == "template" and settings.preset is None
+
+
+def test_paper_preset_reads_everything_with_the_templates_models():
+    questions = load_question_set("mlpsych")
+    new_q, new_s = apply_preset(PRESETS["paper"], questions)
+    assert [q.models for q in new_q.questions] == [q.models for q in questions.questions]
+    assert new_s.retrieval.read == "all" and new_s.preset == "paper"
+
+
+def test_substitution_that_makes_a_duplicate_reads_the_model_once():
+    questions = load_question_set("mlpsych")
+    same = {"deepset/deberta-v3-large-squad2": "x/base", "ahotrod/albert_xxlargev1_squad2_512": "x/base"}
+    assert substitute_models(questions, same).get("q1").models == ["x/base"]
+
+
+def test_unknown_preset_is_a_one_line_error():
+    with pytest.raises(ValueError, match="unknown preset 'turbo' .*paper, fast"):
+        get_preset("turbo")
+
+
+def _args(**given) -> argparse.Namespace:
+    from mlpsych.cli import run_cmd
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    run_cmd.add_parser(sub)
+    argv = ["run", "papers"]
+    for key, value in given.items():
+        flag = "--" + key.replace("_", "-")
+        argv += [flag] if value is True else [flag, str(value)]
+    return parser.parse_args(argv)
+
+
+def test_cli_flags_override_the_preset():
+    from mlpsych.cli.run_cmd import settings_from_args
+
+    plain = settings_from_args(_args())
+    assert plain.retrieval.read == "template" and plain.preset is None  # the templates decide (paper's default)
+    fast = settings_from_args(_args(preset="fast"))
+    assert fast.retrieval == PRESETS["fast"].retrieval and fast.preset == "fast"
+    tuned = settings_from_args(_args(preset="fast", budget=5, retrieval="dense", no_entity_anchor=True))
+    assert (tuned.retrieval.budget, tuned.retrieval.mode, tuned.retrieval.entity_anchor) == (5, "dense", False)
+    assert settings_from_args(_args(preset="fast", read="all")).retrieval.read == "all"
+    assert settings_from_args(_args(read="retrieve")).retrieval.read == "retrieve"
+    with pytest.raises(ValueError, match="--budget 0: read at least 1 window"):
+        settings_from_args(_args(budget=0))
+
+
+def test_cli_offers_every_preset():
+    from mlpsych.cli import run_cmd
+
+    parser = argparse.ArgumentParser()
+    run_cmd.add_parser(parser.add_subparsers())
+    action = next(a for a in parser._subparsers._group_actions[0].choices["run"]._actions if a.dest == "preset")
+    assert sorted(action.choices) == sorted(PRESETS)

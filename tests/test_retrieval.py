@@ -1,0 +1,163 @@
+"""Retrieval before reading: BM25 window choice, budgets, entity-anchored windows, and the pipeline reading less."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlpsych.cache import ResultCache
+from mlpsych.documents import Document
+from mlpsych.pipeline import Pipeline
+from mlpsych.questions import QuestionSet, RetrievalSpec
+from mlpsych.reader import ReaderSettings, Window
+from mlpsych.retrieval import Plan, WindowSelector, bm25_scores, entity_windows, plan_for, top_windows
+from mlpsych.settings import LLMSettings, RetrievalSettings, RunSettings
+
+PARAGRAPHS = [
+    "Participants (N = 240) were undergraduate students who completed questionnaires about loneliness.",
+    "Essays were preprocessed in Python; we trained the classifier with the scikit-learn software package.",
+    "Loneliness correlated with age, r = .21, and with self-esteem, r = -.34, in the whole sample.",
+    "Support vector machines (SVM) separated lonely from non-lonely writers with an accuracy of 71%.",
+    "The SVMs were compared with random-forest models on a held-out test set of 60 students.",
+    "Random forests ranked word categories by importance; social words mattered most.",
+    "Limitations include the student sample and the single time point of the survey.",
+]
+
+
+def made_up_paper() -> tuple[Document, list[Window]]:
+    """One window per paragraph (windows of a real reader come from its tokenizer; these are hand-cut)."""
+    text, windows = "", []
+    for i, paragraph in enumerate(PARAGRAPHS):
+        start = len(text)
+        text += paragraph + "\n\n"
+        windows.append(Window(i, 0, 0, start, start + len(paragraph)))
+    return Document(id="made-up", text=text), windows
+
+
+def test_bm25_picks_the_window_with_the_answer():
+    doc, windows = made_up_paper()
+    chosen = WindowSelector().select(doc, windows, "What software was used to train the classifier?",
+                                     Plan(mode="bm25", budget=1))
+    assert chosen == (1,)
+
+
+def test_bm25_scores_zero_for_a_question_of_stopwords_only():
+    assert bm25_scores("What was it?", ["a text", "another text"]).tolist() == [0.0, 0.0]
+
+
+def test_budget_is_respected_and_neighbours_are_added():
+    doc, windows = made_up_paper()
+    selector = WindowSelector()
+    question = "Which machine learning models, such as support vector machines or random forests, were used?"
+    two = selector.select(doc, windows, question, Plan(mode="bm25", budget=2))
+    assert len(two) == 2 and set(two) <= {3, 4, 5}
+    assert two == tuple(sorted(two))
+    one = selector.select(doc, windows, question, Plan(mode="bm25", budget=1, neighbours=1))
+    best = one[1]
+    assert one == (best - 1, best, best + 1)
+    assert selector.select(doc, windows, question, Plan(mode="bm25", budget=len(windows))) is None  # = read all
+
+
+def test_top_windows_breaks_ties_by_position_and_clips_neighbours():
+    assert top_windows([1.0, 3.0, 3.0, 0.0], budget=2) == (1, 2)
+    assert top_windows([5.0, 0.0, 0.0], budget=1, neighbours=2) == (0, 1, 2)
+    assert top_windows([0.2, 0.9], budget=1, candidates=[4, 7], n_windows=10) == (7,)
+
+
+def test_entity_anchored_windows_follow_abbreviations_plurals_and_hyphens():
+    doc, windows = made_up_paper()
+    # "SVM" is defined as "Support vector machines (SVM)"; "SVMs" is its plural.
+    assert entity_windows(doc, windows, "SVM") == [3, 4]
+    assert entity_windows(doc, windows, "support vector machine") == [3, 4]
+    # "random forest": "random-forest" (hyphen) and "Random forests" (case, plural).
+    assert entity_windows(doc, windows, "random forest") == [4, 5]
+    assert entity_windows(doc, windows, "neural network") == []
+
+
+def test_sub_question_reads_only_windows_of_its_entity():
+    doc, windows = made_up_paper()
+    selector = WindowSelector()
+    plan = Plan(mode="bm25", budget=3, entity_anchor=True)
+    assert selector.select(doc, windows, "What was SVM used for?", plan, entity="SVM") == (3, 4)
+    capped = Plan(mode="bm25", budget=3, entity_anchor=True, entity_budget=1)
+    assert len(selector.select(doc, windows, "What was random forest used for?", capped, "random forest")) == 1
+    # A budget larger than the paper still reads only the entity's windows.
+    assert selector.select(doc, windows, "What was SVM used for?", Plan(mode="bm25", budget=50), "SVM") == (3, 4)
+    # An entity the paper never mentions: scored over all windows, within the budget.
+    unknown = selector.select(doc, windows, "What was XGBoost used for?", plan, entity="XGBoost")
+    assert unknown is not None and len(unknown) == 3
+
+
+def test_plan_follows_template_and_global_settings():
+    spec = RetrievalSpec(mode="dense", budget=4)
+    assert plan_for(None, RetrievalSettings()) is None  # no spec: the paper's full read
+    assert plan_for(spec, RetrievalSettings(read="all")) is None
+    assert plan_for(spec, RetrievalSettings()) == Plan(mode="dense", budget=4)
+    assert plan_for(None, RetrievalSettings(read="retrieve")) == Plan(mode="bm25", budget=RetrievalSpec().budget)
+    assert plan_for(spec, RetrievalSettings(read="retrieve", mode="bm25", budget=2)).budget == 2
+    assert plan_for(spec, RetrievalSettings(read="retrieve", mode="bm25")).mode == "bm25"
+
+
+# -- the pipeline --------------------------------------------------------------------------------------
+
+PAPER = " ".join([
+    "Participants (N = 312) completed an online survey about burnout and their working hours.",
+    "Job demands, job resources and sleep quality were measured with validated scales.",
+] * 14 + [
+    "We used random forests (RF) to predict turnover intention from the survey items.",
+    "Models were fitted with the scikit-learn software in Python.",
+] + [
+    "Burnout was higher among nurses than among teachers, and sleep quality was lower.",
+] * 14)
+
+
+def _questions(model: str, retrieval: RetrievalSpec | None) -> QuestionSet:
+    return QuestionSet.model_validate({"name": "t", "questions": [
+        {"id": "q1", "text": "What machine learning techniques were used?", "models": [model], "top_k": 5,
+         "retrieval": retrieval.model_dump() if retrieval else None},
+        {"id": "q4", "text": "What was __PLACEHOLDER__ used for?", "models": [model], "bridge_from": "q1",
+         "kind": "phrase", "top_k": 3, "retrieval": retrieval.model_dump() if retrieval else None},
+    ]})
+
+
+def _settings(read: str = "template") -> RunSettings:
+    return RunSettings(reader=ReaderSettings(max_length=96, stride=24, question_tokens=24, batch_size=8),
+                       llm=LLMSettings(enabled=False), retrieval=RetrievalSettings(read=read), max_sub_questions=3)
+
+
+@pytest.mark.slow
+def test_pipeline_with_retrieval_reads_fewer_windows_and_rerun_loads_nothing(tiny_models, tmp_path):
+    model = str(tiny_models["deberta-v2"])
+    docs = [Document(id="p", text=PAPER)]
+    full = Pipeline(_questions(model, None), _settings(), ResultCache(tmp_path / "full"), progress=False)
+    full.run(docs)
+    picked = Pipeline(_questions(model, RetrievalSpec(mode="bm25", budget=2)), _settings(),
+                      ResultCache(tmp_path / "picked"), progress=False)
+    first = picked.run(docs)
+    assert 0 < picked.windows_read < full.windows_read / 3
+    again = Pipeline(_questions(model, RetrievalSpec(mode="bm25", budget=2)), _settings(),
+                     ResultCache(tmp_path / "picked"), progress=False)
+    second = again.run(docs)
+    assert again.windows_read == 0 and again.model_loads == []
+    assert [a.to_dict() for a in second.answers] == [a.to_dict() for a in first.answers]
+
+
+@pytest.mark.slow
+def test_read_all_reproduces_the_full_read_exactly(tiny_models, tmp_path):
+    model = str(tiny_models["deberta-v2"])
+    docs = [Document(id="p", text=PAPER)]
+    paper = Pipeline(_questions(model, None), _settings(), ResultCache(tmp_path / "a"), progress=False)
+    expected = paper.run(docs)
+    forced = Pipeline(_questions(model, RetrievalSpec(mode="bm25", budget=1)), _settings(read="all"),
+                      ResultCache(tmp_path / "b"), progress=False)
+    got = forced.run(docs)
+    assert forced.windows_read == paper.windows_read
+    assert [a.to_dict() for a in got.answers] == [a.to_dict() for a in expected.answers]
+
+
+def test_retrieval_terms_steer_a_vague_question():
+    doc, windows = made_up_paper()
+    selector = WindowSelector()
+    vague = "What was used?"  # nothing but question words: every window scores 0, the first one wins
+    assert selector.select(doc, windows, vague, Plan(mode="bm25", budget=1)) == (0,)
+    steered = Plan(mode="bm25", budget=1, terms="software package library")
+    assert selector.select(doc, windows, vague, steered) == (1,)
