@@ -1,6 +1,6 @@
 """Windows read per paper with and without retrieval, and the share of gold answer spans those windows cover.
 
-    python benchmarks/reading_cost.py --data ../shared/mlpsych [--tokenizer DIR] [--budget 3] [--sweep]
+    python benchmarks/reading_cost.py --data ../shared/mlpsych [--split tune|test|all] [--baseline] [--readers template] [--sweep]
 
 For the mlpsych template (q1-q3 read by the template's models, q4 asked once per bridge entity) it prints,
 per question, the large-model windows a paper costs when every window is read (the paper's approach) and when
@@ -35,17 +35,6 @@ from mlpsych.questions import load_question_set  # noqa: E402
 from mlpsych.reader import Reader, ReaderSettings  # noqa: E402
 from mlpsych.retrieval import Plan, WindowSelector  # noqa: E402
 from mlpsych.settings import RetrievalSettings  # noqa: E402
-
-
-# Retrieval queries proposed for questions/mlpsych.yaml (``retrieval.query``: words added to the question when
-# windows are scored). Written after reading a handful of gold answers in context, so figures with them on the
-# development split are optimistic; they name generic method/software vocabulary, nothing paper-specific.
-PROPOSED_QUERIES = {
-    "q1": "machine learning algorithm model classifier classification regression random forest neural network "
-          "support vector decision tree boosting clustering topic model text analysis cross-validation trained predict",
-    "q2": "software package library Python R implemented version toolbox scikit-learn caret programming language code",
-    "q3": "research question aim goal purpose hypothesis investigate examine whether we study",
-}
 
 
 def load_data(folder: Path) -> tuple[dict[str, str], dict]:
@@ -113,8 +102,9 @@ def bridge_entities(text: str, q1_gold: list[dict], cap: int) -> list[str]:
 
 
 def measure(texts, gold, reader: Reader, questions, plans: dict[str, Plan | None], selector: WindowSelector,
-            nominal_sub_questions: int | None) -> tuple[dict[str, Tally], dict]:
-    papers = list(gold["q1"])
+            papers: list[str], read_models: dict[str, int] | None = None) -> tuple[dict[str, Tally], dict]:
+    """Windows and coverage per question; the full read counts the template's models, the retrieval arm
+    ``read_models`` (the preset's readers per question; default: the template's)."""
     tallies = {q.id: Tally() for q in questions.questions}
     extra = {"windows": [], "sub_questions": [], "seconds": 0.0}
     started = time.perf_counter()
@@ -125,6 +115,7 @@ def measure(texts, gold, reader: Reader, questions, plans: dict[str, Plan | None
         for q in questions.questions:
             tally = tallies[q.id]
             n_models = len(q.models)
+            n_read = (read_models or {}).get(q.id, n_models)
             plan = plans.get(q.id)
             if q.bridge_from:
                 entities = bridge_entities(doc.text, gold["q1"].get(pid, []), q.max_sub_questions)
@@ -137,7 +128,7 @@ def measure(texts, gold, reader: Reader, questions, plans: dict[str, Plan | None
                 chosen = selector.select(doc, windows, text, plan, entity)
                 chosen_all.append(chosen)
                 tally.full_windows += n_models * len(windows)
-                tally.read_windows += n_models * (len(windows) if chosen is None else len(chosen))
+                tally.read_windows += n_read * (len(windows) if chosen is None else len(chosen))
             if q.id not in gold or pid not in gold[q.id] or not asked:
                 continue
             for span in gold_spans(doc.text, gold[q.id][pid]):
@@ -172,6 +163,13 @@ def report(label: str, tallies: dict[str, Tally], extra: dict) -> tuple[float, f
     return full_total / n, read_total / n
 
 
+def split_papers(gold: dict, split: str) -> list[str]:
+    """Development papers by sorted id: ``tune`` the first half (where settings were chosen), ``test`` the rest."""
+    ids = sorted(gold["q1"])
+    half = len(ids) // 2
+    return {"tune": ids[:half], "test": ids[half:], "all": ids}[split]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
@@ -179,55 +177,73 @@ def main(argv: list[str] | None = None) -> None:
                         "(default: the offline MiniLM's BERT-uncased vocabulary)")
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--stride", type=int, default=128)
+    parser.add_argument("--split", choices=["tune", "test", "all"], default="all",
+                        help="tune: the first half of the papers by sorted id (settings were chosen there); "
+                             "test: the other half; all: both")
     parser.add_argument("--mode", choices=["bm25", "dense"], default="bm25")
-    parser.add_argument("--budget", type=int, default=None, help="windows per question (default: the fast preset's)")
+    parser.add_argument("--budget", type=int, default=None,
+                        help="windows per question for every template (default: each template's budget)")
     parser.add_argument("--entity-budget", type=int, default=None)
+    parser.add_argument("--entity-extra", type=int, default=None)
     parser.add_argument("--neighbours", type=int, default=None)
     parser.add_argument("--no-entity-anchor", action="store_true")
-    parser.add_argument("--expand", action="store_true",
-                        help="add the proposed retrieval queries (PROPOSED_QUERIES) to q1-q3 when scoring")
-    parser.add_argument("--sweep", action="store_true", help="also print coverage for budgets 1..6")
+    parser.add_argument("--readers", choices=["preset", "template"], default="preset",
+                        help="readers per question when retrieving: the fast preset's (one) or the template's")
+    parser.add_argument("--plain", action="store_true",
+                        help="ignore the templates' retrieval blocks: BM25 on the question text alone")
+    parser.add_argument("--baseline", action="store_true",
+                        help="the first fast preset: BM25 on the question, budget 3, entity budget 2, two readers")
+    parser.add_argument("--sweep", action="store_true", help="also print coverage for budgets 2..12 (all templates)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
     from mlpsych.embeddings import default_model
-    from mlpsych.settings import PRESETS
+    from mlpsych.retrieval import plan_for
+    from mlpsych.settings import PRESETS, apply_preset
 
     texts, gold = load_data(args.data)
+    papers = split_papers(gold, args.split)
     tokenizer_dir = args.tokenizer or default_model()
     reader = Reader(tokenizer_dir, ReaderSettings(max_length=args.max_length, stride=args.stride))
     reader.load_tokenizer()
     questions = load_question_set("mlpsych")
+    fast_questions, _ = apply_preset("fast", questions)
     fast = PRESETS["fast"].retrieval
-    print(f"papers: {len(gold['q1'])} (development split); tokenizer: {tokenizer_dir}; "
-          f"window {args.max_length} tokens ({reader.context_tokens} of paper), stride {args.stride}")
+    if args.baseline:
+        fast = RetrievalSettings(read="retrieve", mode="bm25", budget=3, entity_budget=2, entity_extra=0)
+        args.plain, args.readers = True, "template"
+    read_models = ({q.id: len(q.models) for q in fast_questions.questions} if args.readers == "preset" else None)
+    print(f"papers: {len(papers)} ({args.split} split of the {len(gold['q1'])} development papers); "
+          f"tokenizer: {tokenizer_dir}; window {args.max_length} tokens ({reader.context_tokens} of paper), "
+          f"stride {args.stride}")
 
-    def plans_for(budget, entity_budget, neighbours, anchor) -> dict[str, Plan]:
-        return {q.id: Plan(mode=args.mode, budget=budget, neighbours=neighbours, entity_anchor=anchor,
-                           entity_budget=entity_budget, terms=PROPOSED_QUERIES.get(q.id, "") if args.expand else "")
-                for q in questions.questions}
+    def settings_with(**changes) -> RetrievalSettings:
+        given = {k: v for k, v in changes.items() if v is not None}
+        return fast.model_copy(update={"mode": args.mode, **given})
 
-    budget = args.budget or fast.budget
-    entity_budget = args.entity_budget or fast.entity_budget
-    neighbours = fast.neighbours if args.neighbours is None else args.neighbours
-    settings = RetrievalSettings(read="retrieve", mode=args.mode)
-    anchor = not args.no_entity_anchor
-    tallies, extra = measure(texts, gold, reader, questions,
-                             plans_for(budget, entity_budget, neighbours, anchor), WindowSelector(settings), None)
-    report(f"{args.mode}, budget {budget}, entity budget {entity_budget}, neighbours {neighbours}, "
-           f"entity anchoring {'on' if anchor else 'off'}, queries {'expanded' if args.expand else 'as asked'}",
-           tallies, extra)
+    def plans_for(settings: RetrievalSettings) -> dict[str, Plan | None]:
+        return {q.id: plan_for(None if args.plain else q.retrieval, settings) for q in questions.questions}
+
+    settings = settings_with(budget=args.budget, entity_budget=args.entity_budget, entity_extra=args.entity_extra,
+                             neighbours=args.neighbours, entity_anchor=False if args.no_entity_anchor else None)
+    tallies, extra = measure(texts, gold, reader, questions, plans_for(settings), WindowSelector(settings), papers,
+                             read_models)
+    budgets = ", ".join(f"{q}: {p.budget}" for q, p in plans_for(settings).items() if p is not None)
+    report(f"{args.mode}{' (question only)' if args.plain else ' + template signals'}, budgets {budgets}, "
+           f"entity budget {settings.entity_budget} + {settings.entity_extra} of the paper, neighbours "
+           f"{settings.neighbours}, entity anchoring {'on' if settings.entity_anchor else 'off'}, readers "
+           f"{'as the template' if read_models is None else read_models}", tallies, extra)
     if args.sweep:
-        print("\n== sweep: coverage of gold spans (read/full) and windows per paper")
-        print(f"{'budget':>6} {'anchor':>6} " + " ".join(f"{q:>7}" for q in tallies) + f"{'win/paper':>10}{'fewer x':>9}")
-        for b in range(1, 7):
-            for a in (False, True):
-                t, e = measure(texts, gold, reader, questions, plans_for(b, b if a else None, neighbours, a),
-                               WindowSelector(settings), None)
-                cov = [x.read_hits / x.full_hits if x.full_hits else float("nan") for x in t.values()]
-                full = sum(x.full_windows for x in t.values()) / e["papers"]
-                read = sum(x.read_windows for x in t.values()) / e["papers"]
-                print(f"{b:>6} {str(a):>6} " + " ".join(f"{c:>7.3f}" for c in cov) + f"{read:>10.1f}{full / read:>9.1f}")
+        print("\n== sweep: coverage of gold spans (read/full) and windows per paper, one budget for all templates")
+        print(f"{'budget':>6} " + " ".join(f"{q:>7}" for q in tallies) + f"{'win/paper':>10}{'fewer x':>9}")
+        for b in range(2, 13):
+            swept = settings.model_copy(update={"budget": b})
+            t, e = measure(texts, gold, reader, questions, plans_for(swept), WindowSelector(swept), papers,
+                           read_models)
+            cov = [x.read_hits / x.full_hits if x.full_hits else float("nan") for x in t.values()]
+            full = sum(x.full_windows for x in t.values()) / e["papers"]
+            read = sum(x.read_windows for x in t.values()) / e["papers"]
+            print(f"{b:>6} " + " ".join(f"{c:>7.3f}" for c in cov) + f"{read:>10.1f}{full / read:>9.1f}")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,13 @@ class RetrievalSpec(BaseModel):
 
     mode: Literal["all", "bm25", "dense"] = "all"
     budget: int = Field(default=8, ge=1)
+    # Words added to the question when windows are scored ("software package library version").
+    query: str = ""
+    # What marks a window worth reading, fused by rank: "question" (BM25/dense on question + query) and the
+    # pattern signals of mlpsych.retrieval_signals ("methods", "software", "aims", "purpose", "early").
+    signals: list[Literal["question", "methods", "software", "aims", "purpose", "early"]] = Field(
+        default_factory=lambda: ["question"], min_length=1)
+    diverse: bool = False  # prefer windows that name methods/software not yet covered by the windows picked
 
 
 class QuestionTemplate(BaseModel):

@@ -6,7 +6,13 @@ per tokenizer) are scored against the question and only the best ``budget`` are 
 ``bm25s`` library) is the dependable default: no model, milliseconds per paper. Dense scoring with the offline
 MiniLM sentence encoder is an option. A bridged sub-question ("What was random forest used for?") reads only
 the windows that mention its entity or a variant of it (plural, hyphen/space, case, "long form (ABBR)" pairs
-defined in the paper), using the same matching rules as the grounding of LLM answers.
+defined in the paper), using the same matching rules as the grounding of LLM answers, plus the
+``entity_extra`` windows of the whole paper that rank best for the sub-question (a technique's purpose is often
+stated where the paper speaks of "machine learning" in general, not of the technique by name).
+
+A template can say what else marks a window worth reading (``retrieval.signals``, see
+:mod:`mlpsych.retrieval_signals`): method names for q1, software names for q2, aims for q3. Several signals are
+combined by reciprocal-rank fusion; ``diverse`` picks windows that add methods not yet covered.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy as np
 from mlpsych.documents import Document
 from mlpsych.questions import RetrievalSpec
 from mlpsych.reader import Window
+from mlpsych.retrieval_signals import TERM_SIGNALS, diverse_order, reciprocal_rank_fusion, signal_scores, window_terms
 from mlpsych.settings import RetrievalSettings
 
 log = logging.getLogger(__name__)
@@ -131,6 +138,9 @@ class Plan:
     entity_anchor: bool = True
     entity_budget: int | None = None
     terms: str = ""  # words added to the question for scoring (the template's retrieval query), e.g. "software package"
+    signals: tuple[str, ...] = ("question",)  # fused by reciprocal rank; "question" = BM25/dense on question + terms
+    diverse: bool = False  # prefer windows that add terms (of the term signals) not yet covered
+    entity_extra: int = 0  # a bridged sub-question also reads this many best windows of the whole paper
 
 
 def plan_for(spec: RetrievalSpec | None, settings: RetrievalSettings) -> Plan | None:
@@ -141,9 +151,10 @@ def plan_for(spec: RetrievalSpec | None, settings: RetrievalSettings) -> Plan | 
         return None
     template_mode = spec.mode if spec is not None and spec.mode != "all" else "bm25"
     budget = settings.budget or (spec.budget if spec is not None else RetrievalSpec().budget)
-    terms = str(getattr(spec, "query", "") or "")  # a template's retrieval query, where its schema has one
+    spec = spec or RetrievalSpec()
     return Plan(mode=settings.mode or template_mode, budget=budget, neighbours=settings.neighbours,
-                entity_anchor=settings.entity_anchor, entity_budget=settings.entity_budget, terms=terms)
+                entity_anchor=settings.entity_anchor, entity_budget=settings.entity_budget, terms=spec.query,
+                signals=tuple(spec.signals), diverse=spec.diverse, entity_extra=settings.entity_extra)
 
 
 class WindowSelector:
@@ -161,30 +172,52 @@ class WindowSelector:
             return self._dense(question, texts)
         return bm25_scores(question, texts)
 
+    def _order(self, plan: Plan, question: str, texts: Sequence[str], signals: Sequence[str]) -> list[int]:
+        """Positions of ``texts`` best first: the signals fused by rank, or greedily by new terms if ``diverse``."""
+        query = f"{question} {plan.terms}".strip()
+        lists = [self._scores(plan.mode, query, texts) if s == "question" else signal_scores(s, texts)
+                 for s in signals]
+        scores = lists[0] if len(lists) == 1 else reciprocal_rank_fusion(lists)
+        term_signals = [s for s in signals if s in TERM_SIGNALS]
+        if plan.diverse and term_signals:
+            terms = [{f"{s}:{k}": w for s in term_signals for k, w in window_terms(s, t).items()} for t in texts]
+            return diverse_order(scores, terms)
+        return [int(i) for i in np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")]
+
     def select(self, doc: Document, windows: Sequence[Window], question: str, plan: Plan | None,
                entity: str | None = None) -> tuple[int, ...] | None:
         """Window indices to read, ascending; None when every window is read (the cache key of a full read)."""
         if plan is None or not windows:
             return None
-        candidates = list(range(len(windows)))
-        budget = plan.budget
-        if entity and plan.entity_anchor:
-            key = (doc.sha256, entity, tuple((w.char_start, w.char_end) for w in windows))
-            if key not in self._anchored:
-                self._anchored[key] = entity_windows(doc, windows, entity)
-            anchored = self._anchored[key]
-            if anchored:
-                candidates = anchored
-                budget = plan.entity_budget or plan.budget
-            else:
-                log.debug("%s: %r is not mentioned in any window; scoring all windows", doc.id, entity)
-        if budget >= len(candidates):  # nothing to rank: every candidate is read
-            scores = np.zeros(len(candidates), dtype=np.float32)
+        anchored = self._anchored_windows(doc, windows, entity) if entity and plan.entity_anchor else []
+        if anchored:
+            budget = plan.entity_budget or plan.budget
+            if budget >= len(anchored):
+                chosen = set(anchored)
+            else:  # the entity is in every one of them: its sub-question's own words rank them
+                texts = window_texts(doc, [windows[i] for i in anchored])
+                order = self._order(plan, question, texts, ("question",))
+                chosen = {anchored[i] for i in order[:budget]}
+            extra = plan.entity_extra
         else:
-            texts = window_texts(doc, [windows[i] for i in candidates])
-            scores = self._scores(plan.mode, f"{question} {plan.terms}".strip(), texts)
-        chosen = top_windows(scores, budget, plan.neighbours, len(windows), candidates)
-        return None if len(chosen) == len(windows) else chosen
+            chosen = set()
+            extra = (plan.entity_budget or plan.budget) + plan.entity_extra if entity else plan.budget
+        if extra >= len(windows) - len(chosen):  # nothing to rank: every window is read
+            return None
+        if extra:
+            order = self._order(plan, question, window_texts(doc, windows), plan.signals or ("question",))
+            chosen.update([i for i in order if i not in chosen][:extra])
+        for i in list(chosen):
+            chosen.update(j for d in range(1, plan.neighbours + 1) for j in (i - d, i + d) if 0 <= j < len(windows))
+        return None if len(chosen) == len(windows) else tuple(sorted(chosen))
+
+    def _anchored_windows(self, doc: Document, windows: Sequence[Window], entity: str) -> list[int]:
+        key = (doc.sha256, entity, tuple((w.char_start, w.char_end) for w in windows))
+        if key not in self._anchored:
+            self._anchored[key] = entity_windows(doc, windows, entity)
+            if not self._anchored[key]:
+                log.debug("%s: %r is not mentioned in any window; scoring all windows", doc.id, entity)
+        return self._anchored[key]
 
     def release(self) -> None:
         self._dense = None

@@ -11,15 +11,19 @@ from mlpsych.reader import ReaderSettings
 from mlpsych.settings import PRESETS, RunSettings, apply_preset, get_preset, substitute_models
 
 
-def test_fast_preset_swaps_large_readers_for_base_and_turns_retrieval_on():
+def test_fast_preset_reads_each_question_with_one_base_reader_and_turns_retrieval_on():
     questions = load_question_set("mlpsych")
     settings = RunSettings(reader=ReaderSettings(stride=64), max_sub_questions=7)
     new_q, new_s = apply_preset("fast", questions, settings)
     models = {q.id: q.models for q in new_q.questions}
-    assert models["q1"] == ["deepset/deberta-v3-base-squad2", "deepset/roberta-base-squad2"]
-    assert models["q2"] == ["deepset/electra-base-squad2", "deepset/roberta-base-squad2"]
+    assert models["q1"] == ["deepset/deberta-v3-base-squad2"]  # the two-model ensembles collapse to one reader
+    assert models["q2"] == ["deepset/electra-base-squad2"]
+    assert models["q3"] == ["deepset/deberta-v3-base-squad2"]
     assert models["q4"] == ["deepset/deberta-v3-base-squad2"]
     assert new_s.retrieval.read == "retrieve" and new_s.retrieval.mode == "bm25" and new_s.retrieval.entity_anchor
+    # The templates' budgets apply (the preset sets none); sub-questions: 1 entity window + 2 of the paper.
+    assert new_s.retrieval.budget is None
+    assert (new_s.retrieval.entity_budget, new_s.retrieval.entity_extra) == (1, 2)
     assert new_s.preset == "fast"
     # Everything else is kept, and the inputs are not modified.
     assert new_s.reader.stride == 64 and new_s.max_sub_questions == 7

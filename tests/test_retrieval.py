@@ -161,3 +161,82 @@ def test_retrieval_terms_steer_a_vague_question():
     assert selector.select(doc, windows, vague, Plan(mode="bm25", budget=1)) == (0,)
     steered = Plan(mode="bm25", budget=1, terms="software package library")
     assert selector.select(doc, windows, vague, steered) == (1,)
+
+
+# -- pattern signals beside BM25 -----------------------------------------------------------------------
+
+from mlpsych.questions import load_question_set  # noqa: E402
+from mlpsych.retrieval_signals import (  # noqa: E402
+    diverse_order, reciprocal_rank_fusion, signal_scores, window_terms)
+from mlpsych.settings import PRESETS  # noqa: E402
+
+
+def test_methods_signal_counts_distinct_methods_and_definitions_and_discounts_generic_words():
+    terms = window_terms("methods", "We used random forests (RF), a Random-Forest again, and lasso; accuracy was high.")
+    # "random forests" and "Random-Forest" are one method; "RF" is defined; "accuracy" is a generic word (0.3).
+    assert terms == {"random forest": 1.0, "defines:RF": 1.0, "lasso": 1.0, "accuracy": 0.3}
+    assert signal_scores("methods", ["Participants completed a survey.", "We used lasso."]).tolist() == [0.0, 1.0]
+
+
+def test_software_signal_finds_names_packages_versions_and_not_a_lowercase_r():
+    terms = window_terms("software", "Analyses were run in R (version 4.0.2) with the glmnet package; r = .32.")
+    assert terms == {"r": 1.0, "version": 1.0, "version:version 4.0.2": 1.0, "glmnet": 1.0, "package": 1.0}
+    assert window_terms("software", "The correlation was r = .32 in the sample.") == {}
+
+
+def test_aims_purpose_and_early_signals():
+    texts = ["We aimed to examine whether loneliness predicts burnout.", "Results are in Table 2.",
+             "Random forests were used to predict burnout."]
+    # "aimed", "to examine", "whether"; "to predict" in the third
+    assert signal_scores("aims", texts).tolist() == [3.0, 0.0, 1.0]
+    assert signal_scores("purpose", texts).tolist() == [1.0, 0.0, 1.0]  # "aimed"; "used ... to"
+    assert signal_scores("early", texts).tolist() == [0.0, -1.0, -2.0]
+    with pytest.raises(ValueError, match="unknown retrieval signal 'colour'"):
+        signal_scores("colour", texts)
+
+
+def test_reciprocal_rank_fusion_by_hand():
+    # list 1 ranks 0, 2, 1; list 2 ranks 1, then the tie 0 before 2. k = 10:
+    # 0: 1/11 + 1/12 = .1742; 1: 1/13 + 1/11 = .1678; 2: 1/12 + 1/13 = .1603.
+    fused = reciprocal_rank_fusion([[3.0, 1.0, 2.0], [0.0, 5.0, 0.0]])
+    assert fused == pytest.approx([1 / 11 + 1 / 12, 1 / 13 + 1 / 11, 1 / 12 + 1 / 13])
+
+
+def test_diverse_order_prefers_windows_that_add_new_terms():
+    order = diverse_order([5.0, 4.0, 1.0], [{"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, {"c": 1.0}])
+    assert order == [0, 2, 1]  # window 1 repeats window 0's terms; window 2 adds "c"
+
+
+def test_selector_uses_template_signals_and_diversity():
+    doc, windows = made_up_paper()
+    selector = WindowSelector()
+    vague = "What was used?"
+    assert selector.select(doc, windows, vague, Plan(mode="bm25", budget=1, signals=("software",))) == (1,)
+    # methods: window 3 = SVM, support vector machine, defines SVM, accuracy (3.3); 4 = SVM, random forest,
+    # test set (2.3); 5 = random forest (1.0); 1 = trained, classifier (0.6).
+    top = Plan(mode="bm25", budget=3, signals=("methods",))
+    assert selector.select(doc, windows, vague, top) == (3, 4, 5)
+    # Diverse: after 3 and 4, window 5 adds nothing new, window 1 adds "trained" and "classifier".
+    assert selector.select(doc, windows, vague, Plan(mode="bm25", budget=3, signals=("methods",), diverse=True)) == (1, 3, 4)
+
+
+def test_sub_question_reads_its_entity_windows_plus_the_best_of_the_paper():
+    doc, windows = made_up_paper()
+    plan = Plan(mode="bm25", budget=1, entity_budget=2, entity_extra=1, signals=("software",))
+    # "random forest" is in windows 4 and 5; the paper's best window by the software signal is 1.
+    assert WindowSelector().select(doc, windows, "What was random forest used for?", plan, "random forest") == (1, 4, 5)
+
+
+def test_template_retrieval_blocks_do_not_change_the_faithful_default():
+    questions = load_question_set("mlpsych")
+    assert all(q.retrieval is not None for q in questions.questions)
+    for q in questions.questions:  # read every window unless retrieval is asked for
+        assert plan_for(q.retrieval, RetrievalSettings()) is None
+        assert plan_for(q.retrieval, PRESETS["paper"].retrieval) is None
+    q1 = plan_for(questions.get("q1").retrieval, PRESETS["fast"].retrieval)
+    assert (q1.budget, q1.signals, q1.diverse) == (10, ("methods",), True)
+    q4 = plan_for(questions.get("q4").retrieval, PRESETS["fast"].retrieval)
+    assert (q4.entity_budget, q4.entity_extra, q4.signals) == (1, 2, ("question", "purpose"))
+    spec = RetrievalSpec(mode="bm25", budget=2, query="software package", signals=["question", "software"])
+    assert plan_for(spec, RetrievalSettings()) == Plan(mode="bm25", budget=2, terms="software package",
+                                                       signals=("question", "software"))
