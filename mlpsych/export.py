@@ -121,7 +121,7 @@ def write_csv(result: RunResult, path: Path) -> None:
         writer = csv.DictWriter(f, fieldnames=ANSWER_COLUMNS)
         writer.writeheader()
         for row in answer_rows(result, final_only=True):
-            writer.writerow({**row, "models": "+".join(row["models"])})
+            writer.writerow({k: _csv_text(v) for k, v in {**row, "models": "+".join(row["models"])}.items()})
 
 
 def write_xlsx(result: RunResult, path: Path) -> None:
@@ -156,6 +156,9 @@ def write_xlsx(result: RunResult, path: Path) -> None:
             cell.font = Font(bold=True)
         for row in rows:
             ws.append([_safe(v) for v in row])
+            for cell in ws[ws.max_row]:
+                if isinstance(cell.value, str):  # text from papers and LLMs is data: "=..." must never be a formula
+                    cell.data_type = "s"
         ws.freeze_panes = "A2"
         if rows:
             ws.auto_filter.ref = ws.dimensions  # filter arrows on the header, for coders sorting by question or paper
@@ -167,6 +170,11 @@ def write_xlsx(result: RunResult, path: Path) -> None:
                 for cell in ws[letter][1:]:
                     cell.alignment = Alignment(wrap_text=True, vertical="top")
     wb.save(path)
+
+
+def _csv_text(value):
+    """Spreadsheet programs run CSV cells starting with = + @ as formulas: such text gets a leading apostrophe."""
+    return f"'{value}" if isinstance(value, str) and value[:1] in ("=", "+", "@") else value
 
 
 def _safe(value):

@@ -20,6 +20,10 @@ from mlpsych.models import free_memory, load_qa_model, load_tokenizer, pick_devi
 
 log = logging.getLogger(__name__)
 
+# Span candidates kept per question while a paper is read (pruned to the best top_k beyond this), so memory
+# does not grow with the paper's length; pruning never changes the result (see ``rank_candidates``).
+CANDIDATES_KEPT = 2048
+
 
 @dataclass(frozen=True)
 class ReaderSettings:
@@ -295,19 +299,25 @@ class Reader:
         return self.encode(doc).windows
 
     def _features(self, doc: Document, queries: Sequence[Query]):
+        """(query index, window, question ids, length) per feature: cheap, built for the whole paper at once."""
         encoded = self.encode(doc)
-        t = self._template
-        features = []
+        plan = []
         for qi, query in enumerate(queries):
             q_ids = self.tokenizer(query.text, add_special_tokens=False)["input_ids"][: self.settings.question_tokens]
             chosen = encoded.windows if query.windows is None else [encoded.windows[i] for i in query.windows]
             for window in chosen:
-                ctx = encoded.ids[window.token_start : window.token_end]
-                ids = t.prefix + q_ids + t.middle + ctx + t.suffix
-                ctx_offset = len(t.prefix) + len(q_ids) + len(t.middle)
-                types = t.type_prefix + [t.question_type] * len(q_ids) + t.type_middle + [t.context_type] * len(ctx) + t.type_suffix
-                features.append((qi, window, ids, types, ctx_offset))
-        return features
+                length = self._template.special_count + len(q_ids) + window.token_end - window.token_start
+                plan.append((qi, window, q_ids, length))
+        return plan
+
+    def _build(self, encoded: EncodedDocument, qi: int, window: Window, q_ids: list[int]):
+        """Model inputs of one feature, built only when its batch is read (windows in flight stay bounded)."""
+        t = self._template
+        ctx = encoded.ids[window.token_start : window.token_end]
+        ids = t.prefix + q_ids + t.middle + ctx + t.suffix
+        ctx_offset = len(t.prefix) + len(q_ids) + len(t.middle)
+        types = t.type_prefix + [t.question_type] * len(q_ids) + t.type_middle + [t.context_type] * len(ctx) + t.type_suffix
+        return (qi, window, ids, types, ctx_offset)
 
     def run(self, doc: Document, queries: Sequence[Query]) -> dict[int, list[Span]]:
         """Read ``doc`` for each query; returns spans per query index, best first."""
@@ -318,10 +328,10 @@ class Reader:
         encoded = self.encode(doc)
         candidates: dict[int, list[WindowCandidate]] = {i: [] for i in range(len(queries))}
         nulls: dict[int, list[float]] = {i: [] for i in range(len(queries))}
-        order = sorted(range(len(features)), key=lambda i: len(features[i][2]))
+        order = sorted(range(len(features)), key=lambda i: features[i][3])
         position = 0
         while position < len(order):
-            batch = [features[i] for i in order[position : position + self._batch_size]]
+            batch = [self._build(encoded, *features[i][:3]) for i in order[position : position + self._batch_size]]
             try:
                 starts, ends = self._forward(batch)
             except torch.cuda.OutOfMemoryError:
@@ -346,6 +356,9 @@ class Reader:
                 )
                 candidates[qi].extend(found)
                 nulls[qi].append(null)
+            for qi in {feature[0] for feature in batch}:
+                if len(candidates[qi]) > CANDIDATES_KEPT:  # only the best top_k spans can win: prune as we go
+                    candidates[qi] = rank_candidates(candidates[qi], [], top_k=queries[qi].top_k, allow_empty=False)
         result: dict[int, list[Span]] = {}
         for qi, query in enumerate(queries):
             ranked = rank_candidates(

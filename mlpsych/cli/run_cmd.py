@@ -33,33 +33,68 @@ def add_parser(subparsers) -> None:
     p.add_argument("--llm-quantization", choices=["8bit", "4bit"], default=None, help="bitsandbytes loading (CUDA)")
     p.add_argument("--max-sub-questions", type=int, default=None, help="cap on multi-hop sub-questions per paper")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--preset", choices=["paper", "fast"], default=None,
+                   help="paper: every window, the templates' models (faithful); fast: retrieval on and one "
+                        "base-size reader per question. Options given explicitly override the preset")
+    p.add_argument("--read", choices=["all", "retrieve"], default=None,
+                   help="all: read every window (the paper's behaviour); retrieve: read only the windows "
+                        "that retrieval ranks best for each question (default: as the templates say)")
+    p.add_argument("--retrieval", choices=["bm25", "dense"], default=None,
+                   help="how windows are scored when retrieving (default: the template's, else bm25)")
+    p.add_argument("--budget", type=int, default=None, help="windows read per question when retrieving")
+    p.add_argument("--neighbours", type=int, default=None, help="also read this many windows beside each chosen one")
+    p.add_argument("--no-entity-anchor", action="store_true",
+                   help="sub-questions score all windows instead of only those mentioning their entity")
+    p.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="local: this process (default); ray: papers spread over a Ray cluster (docs/scale.md)")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster to join: auto (this machine's cluster) or ray://HEAD:10001 (default: start one here)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="Ray workers, each holding the models (default: one per GPU, else one per node)")
     add_ingest_options(p)
     p.set_defaults(func=run)
 
 
 def settings_from_args(args: argparse.Namespace):
     from mlpsych.reader import ReaderSettings
-    from mlpsych.settings import LLMSettings, RunSettings
+    from mlpsych.settings import LLMSettings, RetrievalSettings, RunSettings, get_preset
 
+    preset = getattr(args, "preset", None)
+    retrieval = get_preset(preset).retrieval if preset else RetrievalSettings()
+    overrides = {"read": getattr(args, "read", None), "mode": getattr(args, "retrieval", None),
+                 "budget": getattr(args, "budget", None), "neighbours": getattr(args, "neighbours", None)}
+    if overrides["budget"] is not None and overrides["budget"] < 1:
+        raise ValueError(f"--budget {overrides['budget']}: read at least 1 window per question")
+    if overrides["neighbours"] is not None and not 0 <= overrides["neighbours"] <= 4:
+        raise ValueError(f"--neighbours {overrides['neighbours']}: use 0 to 4")
+    if getattr(args, "no_entity_anchor", False):
+        overrides["entity_anchor"] = False
+    retrieval = RetrievalSettings.model_validate(
+        retrieval.model_dump() | {k: v for k, v in overrides.items() if v is not None})
     return RunSettings(
         reader=ReaderSettings(stride=args.stride, max_length=args.max_length, batch_size=args.batch_size,
                               device=args.device, dtype=args.dtype),
         llm=LLMSettings(enabled=not args.no_normalize, model=args.llm, device=args.llm_device,
                         quantization=args.llm_quantization),
+        retrieval=retrieval,
         max_sub_questions=args.max_sub_questions,
+        preset=preset,
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlpsych.cache import ResultCache
     from mlpsych.export import WRITERS, write_result
     from mlpsych.cli.ingest_cmd import ingest_from_args
     from mlpsych.models import ModelLoadError
-    from mlpsych.pipeline import Pipeline
+    from mlpsych.engines import EngineError, get_engine
     from mlpsych.questions import QuestionFileError, load_question_sets
 
     if args.out.suffix.lower() not in WRITERS:
         raise UserError(f"--out {args.out}: use a .xlsx, .csv or .jsonl file name")
+    try:
+        engine = get_engine(args.engine, address=args.address, workers=args.workers)
+    except EngineError as error:
+        raise UserError(str(error)) from None
     try:
         questions = load_question_sets([n for n in args.questions.split(",") if n]).select(
             [q for q in (args.only or "").split(",") if q])
@@ -73,11 +108,16 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_args(args)
     except ValueError as error:
         raise UserError(str(error).splitlines()[0]) from None
-    pipeline = Pipeline(questions, settings, ResultCache(args.cache), progress=not args.no_progress)
+    if getattr(args, "preset", None):  # the preset's model substitutions (its retrieval is in the settings)
+        from mlpsych.settings import get_preset, substitute_models
+
+        questions = substitute_models(questions, get_preset(args.preset).model_substitutions)
     try:
-        result = pipeline.run(documents)
+        result = engine.run(questions, settings, documents, args.cache, progress=not args.no_progress)
     except ModelLoadError as error:
         raise UserError(f"{error} (finished work is kept in the cache)") from None
+    except EngineError as error:
+        raise UserError(str(error)) from None
     write_result(result, args.out)
     failed = [d for d in result.errors]
     answered = sum(1 for a in result.answers if a.final)

@@ -1,0 +1,89 @@
+"""CUDA out of memory while reading: the batch is halved and retried (said so in the log), down to one window.
+
+There is no GPU in CI, so the model's forward raises ``torch.cuda.OutOfMemoryError`` for batches above a
+size: this tests our retry code with the real tiny model doing the reading, not the CUDA allocator.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from mlpsych.cache import ResultCache
+from mlpsych.documents import Document
+from mlpsych.pipeline import Pipeline
+from mlpsych.questions import QuestionSet, QuestionTemplate
+from mlpsych.reader import Query, Reader, ReaderSettings
+from mlpsych.settings import LLMSettings, RunSettings
+
+TEXT = ("We trained random forests and support vector machines on essays written by 312 participants. "
+        "Models were fitted with scikit-learn in Python and with the caret package in R. ") * 10
+QUERIES = [Query("q1", "What methods were used?", top_k=5, max_answer_tokens=20)]
+READER = ReaderSettings(max_length=96, stride=24, question_tokens=16, batch_size=8)
+
+
+def limit_batches(reader: Reader, largest: int) -> list[int]:
+    """Make the loaded model fail like CUDA does for batches above ``largest``; returns the sizes it ran."""
+    forward = reader.model.forward
+    sizes: list[int] = []
+
+    def guarded(*args, **kwargs):
+        rows = kwargs["input_ids"].shape[0]
+        if rows > largest:
+            raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (simulated, batch of {rows})")
+        sizes.append(rows)
+        return forward(*args, **kwargs)
+
+    reader.model.forward = guarded
+    return sizes
+
+
+def spans(found) -> list[tuple]:
+    return [(s.start, s.end, round(s.score, 5)) for s in found[0]]
+
+
+@pytest.mark.slow
+def test_oom_halves_the_batch_and_reads_the_same(tiny_models, caplog) -> None:
+    doc = Document(id="p", text=TEXT)
+    plain = Reader(str(tiny_models["bert"]), READER)
+    expected = plain.run(doc, QUERIES)
+    assert plain.windows_read > 8  # several batches of 8
+
+    reader = Reader(str(tiny_models["bert"]), READER)
+    reader.warm_up()
+    sizes = limit_batches(reader, largest=2)
+    with caplog.at_level(logging.WARNING, logger="mlpsych.reader"):
+        found = reader.run(doc, QUERIES)
+    halvings = [r.getMessage() for r in caplog.records if "out of memory" in r.getMessage()]
+    assert len(halvings) == 2 and halvings[0].endswith("halved to 4 and retried")
+    assert halvings[1].endswith("halved to 2 and retried")
+    assert max(sizes) == 2 and sum(sizes) == plain.windows_read  # every window read once, none lost
+    assert spans(found) == spans(expected)
+
+
+@pytest.mark.slow
+def test_oom_at_batch_one_fails_that_paper_only(tiny_models, tmp_path) -> None:
+    """When even one window does not fit, the paper gets an error and the other papers are answered."""
+    question = QuestionTemplate(id="q1", text="What methods were used?", models=[str(tiny_models["bert"])])
+    settings = RunSettings(reader=READER, llm=LLMSettings(enabled=False))
+    pipeline = Pipeline(QuestionSet(questions=[question]), settings, ResultCache(tmp_path), progress=False,
+                        keep_loaded=True)
+    big = Document(id="big", text=TEXT * 3)
+    small = Document(id="small", text=TEXT[:300])
+    pipeline.run([small])  # loads the reader, kept for the next run
+    reader = pipeline._readers[str(tiny_models["bert"])]
+    reader._batch_size = 1
+    original = reader.model.forward
+
+    def fails_on_big(*args, **kwargs):
+        if reader.windows_read >= 2:  # the big paper's windows
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        return original(*args, **kwargs)
+
+    reader.model.forward = fails_on_big
+    reader.windows_read = 0
+    result = pipeline.run([Document(id="first", text=TEXT[:200]), big])
+    assert "out of memory" in " ".join(result.errors["big"])
+    assert {a.doc_id for a in result.answers if a.final} == {"first"}
