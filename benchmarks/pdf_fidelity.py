@@ -2,7 +2,10 @@
 
 Part 1 (synthetic, with ground truth): the MLPsych texts are typeset into journal-like two-column PDFs (running
 header with the journal name, page numbers, a footnote, figure captions, in-text citations, a references section;
-see ``mlpsych.ingest.synth``), read back with each backend and cleaned, and compared with the source:
+see ``mlpsych.ingest.synth``), read back with each backend and cleaned, and compared with the source. The same
+papers are also produced by real toolchains (``pdf_toolchains.py``): pdfLaTeX (two-column ``article``, fancyhdr,
+``\\thanks`` and body footnotes, figure floats, ``thebibliography``) and a python-docx DOCX converted by LibreOffice
+(section columns, PAGE field, first-page footer note); ``--toolchains`` picks them, missing tools are skipped.
 
 - gold answers: share of answers_dev.json answer strings found verbatim (whitespace-normalized) in the output,
   out of those found in the source text;
@@ -15,6 +18,7 @@ Part 2 (real PDFs): published PDFs with GROBID's TEI as reference: share of the 
 output (body recall) and share of cited-work titles still in it (reference leak).
 
     python benchmarks/pdf_fidelity.py --mlpsych ../shared/mlpsych --realpdfs ../shared/realpdfs [--limit 10]
+        [--toolchains reportlab,latex,docx] [--keep DIR]
 
 Prints a table; exit code is always 0 (a benchmark reports, it does not judge).
 """
@@ -35,16 +39,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mlpsych.ingest import CleaningOptions, load_documents  # noqa: E402
-from mlpsych.ingest.synth import (  # noqa: E402
-    SynthPaper,
-    add_citations,
-    fake_reference,
-    paragraphs_from_text,
-    render_pdf,
-)
+from mlpsych.ingest.synth import SynthPaper, add_citations, fake_reference, paragraphs_from_text  # noqa: E402
 from mlpsych.ingest.tika import find_tika_jar  # noqa: E402
+
+from pdf_toolchains import TOOLCHAINS, missing_tool  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 TEI = "{http://www.tei-c.org/ns/1.0}"
 
@@ -72,19 +73,19 @@ def similarity() -> Callable[[str, str], float]:
 # --------------------------------------------------------------------------------------------- synthetic papers
 
 
-def build_corpus(mlpsych: Path, out_dir: Path, limit: int | None, seed: int) -> tuple[dict, dict]:
-    """Render the dev-split papers; return {paper_id: source text} and {paper_id: RenderInfo}."""
+def build_papers(mlpsych: Path, limit: int | None, seed: int) -> tuple[dict, dict, dict, dict]:
+    """The dev-split papers as journal material: {id: source text}, {id: SynthPaper}, {id: ligatures?} and gold."""
     texts = json.loads(json.loads((mlpsych / "text.json").read_text(encoding="utf-8")))
     gold = json.loads((mlpsych / "answers_dev.json").read_text(encoding="utf-8"))
     ids = sorted(gold["q1"])[:limit] if limit else sorted(gold["q1"])
     rng = random.Random(seed)
-    sources, infos = {}, {}
+    sources, papers, ligatures = {}, {}, {}
     for paper_id in ids:
         source = spaces(texts[paper_id])
         paragraphs = [add_citations(p, rng) for p in paragraphs_from_text(source)]
         captions = {k: f"Figure {n + 1}. Mean scores of the groups in condition {n + 1}, with 95% confidence "
                        f"intervals around each mean." for n, k in enumerate(range(4, len(paragraphs), 9))}
-        paper = SynthPaper(
+        papers[paper_id] = SynthPaper(
             title=f"Paper {paper_id}",
             paragraphs=paragraphs,
             journal="Journal of Personality and Social Inquiry",
@@ -94,9 +95,9 @@ def build_corpus(mlpsych: Path, out_dir: Path, limit: int | None, seed: int) -> 
             references=[fake_reference(rng, n) for n in range(25)],
             captions=captions,
         )
-        infos[paper_id] = render_pdf(paper, out_dir / f"{paper_id}.pdf", ligatures=rng.random() < 0.5)
+        ligatures[paper_id] = rng.random() < 0.5  # drawn in this order so the reportlab corpus stays the same
         sources[paper_id] = source
-    return sources, {"infos": infos, "gold": gold}
+    return sources, papers, ligatures, gold
 
 
 def gold_answers(gold: dict, paper_id: str) -> list[str]:
@@ -187,6 +188,34 @@ def run_backend(folder_or_files, backend: str, cleaning: CleaningOptions) -> tup
     return documents, time.perf_counter() - start
 
 
+def run_toolchain(name: str, sources: dict, papers: dict, ligatures: dict, gold: dict, configs: list,
+                  keep: Path | None) -> None:
+    """Render the papers with one toolchain, read them back with every configuration and print one table."""
+    if name not in TOOLCHAINS:
+        print(f"\n{name}: unknown toolchain (choose from {', '.join(TOOLCHAINS)})")
+        return
+    reason = missing_tool(name)
+    if reason:
+        print(f"\n{name}: skipped - {reason}")
+        return
+    render, _ = TOOLCHAINS[name]
+    with tempfile.TemporaryDirectory(prefix=f"pdf-fidelity-{name}-") as tmp:
+        folder = keep / name if keep else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        infos = render(papers, folder, ligatures)
+        print(f"\n{name}: rendered {len(infos)} of {len(papers)} papers in {time.perf_counter() - t0:.1f}s")
+        extra = {"infos": infos, "gold": gold}
+        files = sorted(folder / f"{pid}.pdf" for pid in infos)
+        print(f"{name:<16} {'gold kept':>9} {'leaked':>8} {'char sim':>9} {'s/page':>8} {'pages':>6}")
+        for config, backend, cleaning in configs:
+            documents, seconds = run_backend(files, backend, cleaning)
+            m = score_synthetic(documents, sources, extra, seconds)
+            print(f"{config:<16} {m['gold_survival']:>9.3f} {m['leaked_boilerplate']:>8.3f} "
+                  f"{m['char_similarity']:>9.3f} {m['sec_per_page']:>8.3f} {m['pages']:>6}"
+                  f"   ({m['answers']} gold answers, {m['papers']} papers)")
+
+
 def configurations(requested: list[str]) -> list[tuple[str, str, CleaningOptions]]:
     out = []
     for name in requested:
@@ -210,7 +239,11 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: all available)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N dev papers")
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--keep", type=Path, default=None, help="write the synthetic PDFs here (else a temp dir)")
+    parser.add_argument("--toolchains", default="reportlab,latex,docx",
+                        help="comma list of PDF producers for the synthetic papers: reportlab, latex (pdflatex), "
+                        "docx (python-docx + LibreOffice); those whose tools are missing are skipped with a reason")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="write the synthetic PDFs here, one subfolder per toolchain (else a temp dir)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     jar = find_tika_jar()
@@ -222,19 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     configs = configurations(args.backends.split(",") if args.backends else default)
 
     if args.mlpsych:
-        with tempfile.TemporaryDirectory(prefix="pdf-fidelity-") as tmp:
-            folder = args.keep or Path(tmp)
-            folder.mkdir(parents=True, exist_ok=True)
-            t0 = time.perf_counter()
-            sources, extra = build_corpus(args.mlpsych, folder, args.limit, args.seed)
-            print(f"rendered {len(sources)} papers in {time.perf_counter() - t0:.1f}s")
-            print(f"\n{'synthetic':<16} {'gold kept':>9} {'leaked':>8} {'char sim':>9} {'s/page':>8} {'pages':>6}")
-            for name, backend, cleaning in configs:
-                documents, seconds = run_backend(folder, backend, cleaning)
-                m = score_synthetic(documents, sources, extra, seconds)
-                print(f"{name:<16} {m['gold_survival']:>9.3f} {m['leaked_boilerplate']:>8.3f} "
-                      f"{m['char_similarity']:>9.3f} {m['sec_per_page']:>8.3f} {m['pages']:>6}"
-                      f"   ({m['answers']} gold answers, {m['papers']} papers)")
+        sources, papers, ligatures, gold = build_papers(args.mlpsych, args.limit, args.seed)
+        for toolchain in args.toolchains.split(","):
+            run_toolchain(toolchain.strip(), sources, papers, ligatures, gold, configs, args.keep)
     if args.realpdfs:
         pdfs = sorted(args.realpdfs.glob("*.pdf"))
         print(f"\n{'real PDFs':<16} {'body 8-gram recall':>19} {'ref-title leak':>15} {'s/page':>8}")

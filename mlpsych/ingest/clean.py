@@ -106,6 +106,10 @@ _CHAR_MAP = str.maketrans(
         "\u2010": "-",  # hyphen
         "\u2011": "-",  # non-breaking hyphen
         "\u2212": "-",  # minus sign
+        "\u2018": "'",  # typographic quotes (TeX's ' and ``...'', Word's autocorrect) -> ASCII, so an answer
+        "\u2019": "'",  # typed with ASCII quotes ("Ward's method") still matches verbatim
+        "\u201c": '"',
+        "\u201d": '"',
         "\x02": "-",  # pdfium's marker for a hyphen at a line end
         "\ufffe": "-",
         "\t": " ",
@@ -115,7 +119,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffd]")
 
 
 def normalize_unicode(text: str) -> str:
-    """Ligatures (ﬁ -> fi), full-width forms, odd spaces and dashes mapped to plain characters; controls dropped."""
+    """Ligatures (ﬁ -> fi), full-width forms, odd spaces, dashes and curly quotes mapped to plain characters;
+    controls dropped."""
     text = unicodedata.normalize("NFKC", text.translate(_CHAR_MAP))
     return _CONTROL.sub("", text)
 

@@ -48,6 +48,14 @@ def test_unicode_ligatures_soft_hyphens_and_spaces() -> None:
     assert clean_text(text, "unicode") == "The final flow of effects was significant - twice"
 
 
+def test_unicode_typographic_quotes_become_ascii() -> None:
+    # pdfLaTeX prints a typed ' as U+2019 and ``...'' as U+201C/U+201D; Word's autocorrect does the same. An answer
+    # or a question written with ASCII quotes ("Ward's method") must still match the cleaned text verbatim.
+    text = "Ward\u2019s method, termed \u201cchopped picture\u201d, and the \u2018best\u2019 fit"
+    assert clean_text(text, "unicode") == "Ward's method, termed \"chopped picture\", and the 'best' fit"
+    assert clean_pages(lines_from_text([text]), CleaningOptions.off()).text == text  # only when the step is on
+
+
 # ------------------------------------------------------------------------------------------------------ hyphenation
 
 
