@@ -43,3 +43,15 @@ def tiny_questions(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPa
 def examples_dir() -> Path:
     """The repository's examples/ folder (small papers written for this project)."""
     return REPO_ROOT / "examples"
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray instance with two CPUs, started once (or the one already running in this process)."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()

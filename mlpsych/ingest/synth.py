@@ -193,3 +193,22 @@ def render_pdf(
     boilerplate = [f"{paper.journal} 2024, Vol. 12(3)", paper.short_title, *notes[: doc.page]]
     boilerplate += list(paper.captions.values()) + list(paper.references)
     return RenderInfo(n_pages=doc.page, boilerplate=boilerplate)
+
+
+def image_only_pdf(path: Path) -> None:
+    """A 'scanned' page: a picture of text with no text layer (for tests of the no-text-layer status)."""
+    import io
+
+    from PIL import Image, ImageDraw
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfgen import canvas
+
+    image = Image.new("RGB", (600, 200), "white")
+    ImageDraw.Draw(image).text((20, 80), "This page is only a picture of words.", fill="black")
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    buffer.seek(0)
+    pdf = canvas.Canvas(str(path))
+    pdf.drawImage(ImageReader(buffer), 50, 500, width=500, height=160)
+    pdf.showPage()
+    pdf.save()

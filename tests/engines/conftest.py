@@ -9,18 +9,6 @@ import pytest
 from mlpsych.ingest import load_documents
 
 
-@pytest.fixture(scope="session")
-def ray_cluster():
-    """A local Ray instance with two CPUs, started once (or the one already running in this process)."""
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 def write_questions(folder: Path, models: dict[str, Path], *, normalize: bool = False) -> Path:
     """A q1 ensemble (two readers), a may-be-empty q2 and a bridge q4: every path the pipeline has, on the
     fastest tiny models (ELECTRA, RoBERTa, BERT), optionally with Llama normalization of q1."""

@@ -16,18 +16,6 @@ RUN_OPTIONS = ["--no-progress", "--max-length", "192", "--stride", "48", "--max-
 
 
 @pytest.fixture(scope="session")
-def ray_cluster():
-    """A local Ray instance with two CPUs, started once (or the one already running in this process)."""
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="session")
 def fast_questions(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An ensemble question, a may-be-empty one and a bridge question on the fastest tiny readers."""
     path = tmp_path_factory.mktemp("fault-questions") / "questions.yaml"

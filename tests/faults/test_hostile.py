@@ -16,6 +16,7 @@ from openpyxl import load_workbook
 from mlpsych.cache import ResultCache
 from mlpsych.cli import main
 from mlpsych.documents import Document
+from mlpsych.ingest.synth import image_only_pdf
 from mlpsych.pipeline import Pipeline
 from mlpsych.questions import NormalizeSpec, QuestionSet, QuestionTemplate
 from mlpsych.reader import ReaderSettings
@@ -41,22 +42,6 @@ def one_line_error(capsys) -> str:
 
 
 # -- a folder of bad files ---------------------------------------------------------------------------------
-
-
-def image_only_pdf(path: Path) -> None:
-    from PIL import Image, ImageDraw
-    from reportlab.lib.utils import ImageReader
-    from reportlab.pdfgen import canvas
-
-    image = Image.new("RGB", (600, 200), "white")
-    ImageDraw.Draw(image).text((20, 80), "This page is only a picture of words.", fill="black")
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    buffer.seek(0)
-    pdf = canvas.Canvas(str(path))
-    pdf.drawImage(ImageReader(buffer), 50, 500, width=500, height=160)
-    pdf.showPage()
-    pdf.save()
 
 
 # file name -> (paper id, words its status must contain; "ok" for papers that must be answered)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mlpsych.ingest import load_documents
-from mlpsych.ingest.synth import SynthPaper, render_pdf
+from mlpsych.ingest.synth import SynthPaper, image_only_pdf, render_pdf
 
 GOOD_TEXT = "A short paper. We used random forests to predict well-being in adolescents."
 
@@ -22,23 +22,6 @@ def _no_tika(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def small_paper(title: str) -> SynthPaper:
     return SynthPaper(title, [f"{title} paragraph {k}. " + GOOD_TEXT * 3 for k in range(4)])
-
-
-def image_only_pdf(path: Path) -> None:
-    """A 'scanned' page: a picture of text, no text layer."""
-    from PIL import Image, ImageDraw
-    from reportlab.lib.utils import ImageReader
-    from reportlab.pdfgen import canvas
-
-    image = Image.new("RGB", (600, 200), "white")
-    ImageDraw.Draw(image).text((20, 80), "This page is only a picture of words.", fill="black")
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    buffer.seek(0)
-    pdf = canvas.Canvas(str(path))
-    pdf.drawImage(ImageReader(buffer), 50, 500, width=500, height=160)
-    pdf.showPage()
-    pdf.save()
 
 
 @pytest.fixture(scope="module")
