@@ -205,22 +205,22 @@ class Pipeline:
             a.final = True
         return rows, per_model
 
-    def _normalize(self, level_units: list[tuple[_Unit, dict[str, list[Answer]]]], rows: list[Answer],
-                   result: RunResult) -> None:
+    def _normalize(self, level_units: list[tuple[_Unit, dict[str, list[Answer]], list[Answer]]],
+                   rows: list[Answer], result: RunResult) -> None:
         """LLM normalization for the questions that ask for it; without a usable LLM, extractive answers stay.
 
         Prompts of several papers go to the model together (``NORMALIZE_CHUNK`` answer lists at a time), so its
         batches are full; each chunk is cached as soon as it is generated.
         """
-        wanted = [(u, pm) for u, pm in level_units if u.question.normalize and self.settings.llm.enabled]
+        wanted = [item for item in level_units if item[0].question.normalize and self.settings.llm.enabled]
         if not wanted:
             return
         from mlpsych.normalize import NormalizerUnavailable, choose_model, combine_results, prompts_for
         from mlpsych.normalize_cache import CachedNormalizer
 
-        by_model: dict[str, list[tuple[_Unit, dict[str, list[Answer]]]]] = {}
-        for u, pm in wanted:
-            by_model.setdefault(choose_model(u.question, self.settings.llm.model), []).append((u, pm))
+        by_model: dict[str, list[tuple[_Unit, dict[str, list[Answer]], list[Answer]]]] = {}
+        for item in wanted:
+            by_model.setdefault(choose_model(item[0].question, self.settings.llm.model), []).append(item)
         for llm, items in by_model.items():
             normalizer = self._normalizers.get(llm) or CachedNormalizer(llm, self.settings.llm, self.cache)
             bar = tqdm(total=len(items), desc=f"normalize · {llm.rstrip('/').split('/')[-1]}", unit="answer list",
@@ -229,14 +229,15 @@ class Pipeline:
                 for chunk_start in range(0, len(items), NORMALIZE_CHUNK):
                     chunk = items[chunk_start : chunk_start + NORMALIZE_CHUNK]
                     prompts = [prompts_for(u.question, pm, max_input_items=self.settings.llm.max_input_items)
-                               for u, pm in chunk]
+                               for u, pm, _ in chunk]
                     flat = [(i, model, text) for i, per in enumerate(prompts) for model, text in per.items()]
                     outputs = normalizer.run([text for _, _, text in flat])
-                    for i, (unit, per_model) in enumerate(chunk):
+                    for i, (unit, per_model, unit_rows) in enumerate(chunk):
                         results = {model: out for (j, model, _), out in zip(flat, outputs) if j == i}
                         normalized, audit = combine_results(unit.doc, unit.question, per_model, results, llm=llm,
                                                             prompts=prompts[i])
-                        self._adopt(unit, normalized, audit, rows, result, llm)
+                        self._adopt(unit, normalized, audit, unit_rows, result, llm)
+                        rows.extend(normalized)
                     bar.update(len(chunk))
                     if self.on_progress:
                         self.on_progress(f"normalize · {llm}", chunk_start + len(chunk), len(items))
@@ -252,9 +253,9 @@ class Pipeline:
                 normalizer.release()
 
     @staticmethod
-    def _adopt(unit: _Unit, normalized: list[Answer], audit: dict, rows: list[Answer], result: RunResult,
+    def _adopt(unit: _Unit, normalized: list[Answer], audit: dict, extractive: list[Answer], result: RunResult,
                llm: str) -> None:
-        """Add one answer list's normalized rows; they become the paper's final answers when there are any."""
+        """Mark one answer list's normalized rows final (and its extractive rows not) when they are the answer."""
         for model, text in audit["raw_outputs"].items():
             result.llm_outputs.append({"paper_id": unit.doc.id, "question_id": unit.question.id,
                                        "llm": llm, "model": model, "raw_output": text})
@@ -263,16 +264,18 @@ class Pipeline:
         grounded = [a for a in normalized if a.stage == "normalized"]
         # An empty list is an answer for questions that may have none (q2), unless the LLM's output failed.
         if grounded or (unit.question.allow_empty and not audit["errors"]):
-            for a in rows:
-                if (a.doc_id, a.question_id, a.bridge_entity) == (unit.doc.id, unit.question.id, unit.query.bridge_entity):
-                    a.final = False
+            for a in extractive:
+                a.final = False
         for a in normalized:
             a.final = a.stage == "normalized"
             a.bridge_entity = unit.query.bridge_entity
-        rows.extend(normalized)
 
     # -- the run -----------------------------------------------------------------------------------------
     def _units(self, level: list[QuestionTemplate], docs: list[Document], rows: list[Answer]) -> list[_Unit]:
+        finals: dict[tuple[str, str], list[Answer]] = {}
+        for a in rows:
+            if a.final:
+                finals.setdefault((a.doc_id, a.question_id), []).append(a)
         units = []
         for doc in docs:
             for q in level:
@@ -281,8 +284,7 @@ class Pipeline:
                     continue
                 from mlpsych.multihop import bridge_entities, sub_questions
 
-                bridge = [a for a in rows if a.doc_id == doc.id and a.question_id == q.bridge_from
-                          and (a.final or a.stage == "ungrounded")]
+                bridge = finals.get((doc.id, q.bridge_from), [])
                 cap = self.settings.max_sub_questions or q.max_sub_questions
                 for entity, text in sub_questions(q, bridge_entities(bridge, cap)):
                     units.append(_Unit(doc, q, self._query(q, text, entity)))
@@ -307,7 +309,7 @@ class Pipeline:
                     continue
                 unit_rows, per_model = self._answers(unit, got)
                 rows.extend(unit_rows)
-                level_units.append((unit, per_model))
+                level_units.append((unit, per_model, unit_rows))
             self._normalize(level_units, rows, result)
         result.answers = rows
         result.info.update(self._info(started))
