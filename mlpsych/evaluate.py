@@ -56,15 +56,16 @@ class EvalInputError(ValueError):
 
 def load_texts(path: str | Path) -> dict[str, str]:
     """MLPsych ``text.json``: a JSON string holding JSON ``{paper_id: text}`` (a plain object is accepted too)."""
-    data = _read_json(path)
-    if isinstance(data, str):
-        try:
-            data = json.loads(data)
-        except json.JSONDecodeError as error:
-            raise EvalInputError(f"{path}: inner JSON string is not valid JSON ({error})") from error
-    if not isinstance(data, dict):
-        raise EvalInputError(f"{path}: expected {{paper_id: text}}, got {type(data).__name__}")
-    return {str(k): v for k, v in data.items()}
+    from mlpsych.ingest.base import IngestError
+    from mlpsych.ingest.formats import read_text_json
+
+    path = Path(path)
+    if not path.is_file():
+        raise EvalInputError(f"{path}: no such file")
+    try:
+        return read_text_json(path)
+    except IngestError as error:
+        raise EvalInputError(f"{path}: {error}") from None
 
 
 def load_gold(path: str | Path) -> dict[str, dict[str, list[str]]]:
