@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,23 @@ def finals(result) -> list[tuple]:
                   for a in result.answers if a.final)
 
 
+
+def kill_first_worker_when_busy(engine: RayEngine, cache: Path) -> tuple[list[int], threading.Thread]:
+    """SIGKILL the engine's first worker once it has written results; returns the killed pids and the thread."""
+    killed: list[int] = []
+
+    def kill() -> None:
+        deadline = time.time() + 240
+        while not (engine.worker_pids and cache_rows(cache)) and time.time() < deadline:
+            time.sleep(0.05)
+        if engine.worker_pids:
+            os.kill(engine.worker_pids[0], signal.SIGKILL)
+            killed.append(engine.worker_pids[0])
+
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    return killed, killer
+
 @pytest.mark.slow
 def test_killed_worker_is_restarted_and_its_chunk_retried(ray_cluster, papers, fast_questions, reference,
                                                           tmp_path) -> None:
@@ -32,18 +50,7 @@ def test_killed_worker_is_restarted_and_its_chunk_retried(ray_cluster, papers, f
 
     engine = RayEngine(workers=1, chunk_size=1)
     cache = tmp_path / "cache"
-    killed: list[int] = []
-
-    def kill_when_busy() -> None:
-        deadline = time.time() + 240
-        while not (engine.worker_pids and cache_rows(cache)) and time.time() < deadline:
-            time.sleep(0.05)
-        if engine.worker_pids:
-            os.kill(engine.worker_pids[0], signal.SIGKILL)
-            killed.append(engine.worker_pids[0])
-
-    killer = threading.Thread(target=kill_when_busy, daemon=True)
-    killer.start()
+    killed, killer = kill_first_worker_when_busy(engine, cache)
     result = engine.run(questions, run_settings(), docs, cache, progress=False)
     killer.join(timeout=10)
 
@@ -62,18 +69,7 @@ def test_dead_worker_chunk_goes_to_another_worker(ray_cluster, papers, fast_ques
     expected = LocalEngine().run(questions, run_settings(), docs, reference["cache"], progress=False)
     engine = RayEngine(workers=2, chunk_size=1, max_restarts=0, max_task_retries=0)
     cache = tmp_path / "cache"
-    killed: list[int] = []
-
-    def kill_when_busy() -> None:
-        deadline = time.time() + 240
-        while not (engine.worker_pids and cache_rows(cache)) and time.time() < deadline:
-            time.sleep(0.05)
-        if engine.worker_pids:
-            os.kill(engine.worker_pids[0], signal.SIGKILL)
-            killed.append(engine.worker_pids[0])
-
-    killer = threading.Thread(target=kill_when_busy, daemon=True)
-    killer.start()
+    killed, killer = kill_first_worker_when_busy(engine, cache)
     result = engine.run(questions, run_settings(), docs, cache, progress=False)
     killer.join(timeout=10)
 
