@@ -144,3 +144,10 @@ def test_sub_questions_are_exactly_the_grounded_bridge_entities(tiny_questions, 
         assert [a.text for a in q1 if a.stage == "ungrounded"] == ["gradient boosting"]
         entities = {a.bridge_entity for a in result.answers if a.doc_id == doc_id and a.question_id == "q4"}
         assert entities == set(grounded)
+
+
+def test_an_empty_cache_given_is_the_cache_used(tmp_path, tiny_questions):
+    """Regression: an empty ResultCache is falsy (it has __len__); it must still be used, not the default."""
+    cache = ResultCache(tmp_path / "mine")
+    assert len(cache) == 0
+    assert Pipeline(load_question_set(tiny_questions), settings(), cache, progress=False).cache is cache
