@@ -151,3 +151,21 @@ def test_csv_and_jsonl_formats_unchanged(tmp_path: Path):
 def test_unknown_extension_refused(tmp_path: Path):
     with pytest.raises(ValueError, match="use a .xlsx, .csv or .jsonl"):
         write_result(make_result(), tmp_path / "out.ods")
+
+
+def test_control_characters_from_llm_output_do_not_break_the_workbook(tmp_path):
+    """openpyxl refuses control characters in cells; an LLM's raw output may contain them."""
+    from openpyxl import load_workbook
+
+    from mlpsych.documents import Document
+    from mlpsych.export import write_result
+    from mlpsych.pipeline import RunResult
+    from mlpsych.questions import QuestionSet, QuestionTemplate
+
+    result = RunResult(
+        documents=[Document(id="p", text="x")],
+        questions=QuestionSet(questions=[QuestionTemplate(id="q1", text="What?", models=["m"])]),
+        llm_outputs=[{"paper_id": "p", "question_id": "q1", "llm": "l", "model": "m", "raw_output": "a\x00b\x07c"}],
+    )
+    write_result(result, tmp_path / "r.xlsx")
+    assert load_workbook(tmp_path / "r.xlsx")["llm"]["E2"].value == "a\ufffdb\ufffdc"
