@@ -89,7 +89,7 @@ def run_reference(python: Path, model: Path, papers: list[dict], threads: int) -
 
 
 def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, threads: int,
-             question_tokens: int = 64) -> dict:
+             question_tokens: int | None = None) -> dict:
     """Seconds per paper for our reader; ``budget`` = BM25 retrieval of that many windows, None = full read."""
     import torch
 
@@ -98,8 +98,9 @@ def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, th
     from mlpsych.retrieval import Plan, WindowSelector
 
     torch.set_num_threads(threads)
+    room = {} if question_tokens is None else {"question_tokens": question_tokens}
     reader = Reader(str(model), ReaderSettings(max_length=384, stride=128, batch_size=8, device="cpu", dtype=dtype,
-                                               question_tokens=question_tokens))
+                                               **room))
     started = time.perf_counter()
     reader.warm_up()
     load_seconds = time.perf_counter() - started
@@ -134,8 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pick", choices=["first", "median"], default="first",
                         help="which papers: the first ones, or those of median length")
     parser.add_argument("--bf16", action="store_true", help="also time our full read in bf16")
-    parser.add_argument("--question-tokens", type=int, default=64,
-                        help="room our reader keeps for the question in each window (ReaderSettings default 64)")
+    parser.add_argument("--question-tokens", type=int, default=None,
+                        help="room our reader keeps for the question in each window (default: ReaderSettings')")
     parser.add_argument("--skip-full", action="store_true", help="time only our read with retrieval")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -143,13 +144,15 @@ def main(argv: list[str] | None = None) -> None:
 
     import platform
 
+    from mlpsych.reader import ReaderSettings
+
     python = ensure_ref_venv(args.ref_venv)
     families = [f for f in args.families.split(",") if f]
     models = build_models(args.work, families, args.data)
     papers = load_papers(args.data, args.papers, args.max_words, args.pick)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}; "
           f"{len(papers)} papers, {args.max_words or 'all'} words each; question: q1; "
-          f"our question room {args.question_tokens} tokens")
+          f"our question room {args.question_tokens or ReaderSettings().question_tokens} tokens")
     for family in families:
         model = models[family]
         ref = run_reference(python, model, papers, args.threads)

@@ -31,7 +31,9 @@ class ReaderSettings:
 
     stride: int = 128  # tokens shared by consecutive windows (the paper's doc_stride)
     max_length: int | None = None  # window length in tokens; None = the model's maximum
-    question_tokens: int = 64  # room kept for the question, so windows do not depend on it
+    # Room kept for the question, so windows do not depend on it. A longer question borrows up to stride // 2
+    # tokens from the side of the window its neighbour also reads (nothing goes unread), and is cut beyond that.
+    question_tokens: int = 24
     n_best: int = 20  # start and end candidates per window
     batch_size: int = 8
     null_threshold: float = 0.0  # for may-be-empty questions: a span must beat the no-answer score by this margin
@@ -298,26 +300,45 @@ class Reader:
     def windows(self, doc: Document) -> list[Window]:
         return self.encode(doc).windows
 
+    def _question_ids(self, text: str) -> list[int]:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        limit = self.settings.question_tokens + self.settings.stride // 2
+        if len(ids) > limit:
+            log.debug("question cut to %d tokens: %r", limit, text)
+        return ids[:limit]
+
+    def _context(self, window: Window, n_windows: int, q_len: int) -> tuple[int, int]:
+        """Tokens of ``window`` read with a question of ``q_len`` tokens: a question longer than its room takes
+        the extra tokens from the window's end (its start for the last window), which the neighbour also reads."""
+        extra = max(0, q_len - self.settings.question_tokens)
+        if extra == 0:
+            return window.token_start, window.token_end
+        if window.index == n_windows - 1 and n_windows > 1:
+            return window.token_start + extra, window.token_end
+        return window.token_start, max(window.token_start + 1, window.token_end - extra)
+
     def _features(self, doc: Document, queries: Sequence[Query]):
         """(query index, window, question ids, length) per feature: cheap, built for the whole paper at once."""
         encoded = self.encode(doc)
         plan = []
         for qi, query in enumerate(queries):
-            q_ids = self.tokenizer(query.text, add_special_tokens=False)["input_ids"][: self.settings.question_tokens]
+            q_ids = self._question_ids(query.text)
             chosen = encoded.windows if query.windows is None else [encoded.windows[i] for i in query.windows]
             for window in chosen:
-                length = self._template.special_count + len(q_ids) + window.token_end - window.token_start
+                start, end = self._context(window, len(encoded.windows), len(q_ids))
+                length = self._template.special_count + len(q_ids) + end - start
                 plan.append((qi, window, q_ids, length))
         return plan
 
     def _build(self, encoded: EncodedDocument, qi: int, window: Window, q_ids: list[int]):
         """Model inputs of one feature, built only when its batch is read (windows in flight stay bounded)."""
         t = self._template
-        ctx = encoded.ids[window.token_start : window.token_end]
+        start, end = self._context(window, len(encoded.windows), len(q_ids))
+        ctx = encoded.ids[start:end]
         ids = t.prefix + q_ids + t.middle + ctx + t.suffix
         ctx_offset = len(t.prefix) + len(q_ids) + len(t.middle)
         types = t.type_prefix + [t.question_type] * len(q_ids) + t.type_middle + [t.context_type] * len(ctx) + t.type_suffix
-        return (qi, window, ids, types, ctx_offset)
+        return (qi, window, ids, types, ctx_offset, start, end)
 
     def run(self, doc: Document, queries: Sequence[Query]) -> dict[int, list[Span]]:
         """Read ``doc`` for each query; returns spans per query index, best first."""
@@ -343,12 +364,11 @@ class Reader:
                 continue
             position += len(batch)
             self.windows_read += len(batch)
-            for row, (qi, window, ids, _, ctx_offset) in enumerate(batch):
-                n_ctx = window.token_end - window.token_start
+            for row, (qi, window, ids, _, ctx_offset, ctx_start, ctx_end) in enumerate(batch):
                 length = len(ids)
                 mask = np.zeros(length, dtype=bool)
-                mask[ctx_offset : ctx_offset + n_ctx] = True
-                offsets = [(0, 0)] * ctx_offset + encoded.offsets[window.token_start : window.token_end]
+                mask[ctx_offset : ctx_offset + ctx_end - ctx_start] = True
+                offsets = [(0, 0)] * ctx_offset + encoded.offsets[ctx_start:ctx_end]
                 offsets += [(0, 0)] * (length - len(offsets))
                 found, null = decode_window(
                     starts[row, :length], ends[row, :length], mask, offsets,
@@ -377,7 +397,7 @@ class Reader:
         input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
         attention = torch.zeros((len(batch), width), dtype=torch.long)
         token_types = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, (_, _, ids, types, _) in enumerate(batch):
+        for row, (_, _, ids, types, *_) in enumerate(batch):
             input_ids[row, : len(ids)] = torch.tensor(ids)
             attention[row, : len(ids)] = 1
             token_types[row, : len(ids)] = torch.tensor(types)

@@ -70,3 +70,22 @@ def test_may_be_empty_question_can_return_nothing(tiny_models):
                                                                  null_threshold=1.0))
     # Probabilities are at most 1, so a margin of 1 over the no-answer score can never be met.
     assert reader.run(doc, [Query("q", "Which software?", 5, 8, allow_empty=True)])[0] == []
+
+
+def test_a_long_question_borrows_from_the_overlap_and_leaves_no_token_unread(tiny_models):
+    doc = Document(id="d", text=TEXT)
+    reader = Reader(str(tiny_models["bert"]), ReaderSettings(max_length=96, stride=24, question_tokens=8))
+    windows = reader.windows(doc)
+    long_question = "Which of the machine learning techniques named in this paper were used for classification?"
+    q_ids = reader._question_ids(long_question)
+    assert len(q_ids) == 8 + 24 // 2  # room plus half the stride; the rest of the question is cut
+    read = [reader._context(w, len(windows), len(q_ids)) for w in windows]
+    for (start, end), w in zip(read, windows):
+        assert end - start == (w.token_end - w.token_start) - 12 and w.token_start <= start < end <= w.token_end
+        assert reader._template.special_count + len(q_ids) + (end - start) <= 96  # fits the model
+    unread = set(range(len(reader.encode(doc).ids))) - {t for s, e in read for t in range(s, e)}
+    assert unread == set()
+
+    spans = reader.run(doc, [Query("q", long_question, 20, 8)])[0]
+    assert len(spans) == 20 and all(s.text == TEXT[s.start : s.end] for s in spans)
+    assert reader._context(windows[1], len(windows), 8) == (windows[1].token_start, windows[1].token_end)
