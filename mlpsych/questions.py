@@ -36,7 +36,11 @@ class RetrievalSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     mode: Literal["all", "bm25", "dense"] = "all"
-    budget: int = Field(default=8, ge=1)
+    budget: int = Field(default=8, ge=1)  # windows read; the least when ``share`` is set
+    # Share of the paper's windows to read, between ``budget`` and ``max_budget``: a long paper spreads what
+    # answers a question (its methods, say) over more windows than a short one.
+    share: float | None = Field(default=None, gt=0, le=1)
+    max_budget: int | None = Field(default=None, ge=1)
     # Words added to the question when windows are scored ("software package library version").
     query: str = ""
     # What marks a window worth reading, fused by rank: "question" (BM25/dense on question + query) and the
@@ -44,6 +48,12 @@ class RetrievalSpec(BaseModel):
     signals: list[Literal["question", "methods", "software", "aims", "purpose", "early"]] = Field(
         default_factory=lambda: ["question"], min_length=1)
     diverse: bool = False  # prefer windows that name methods/software not yet covered by the windows picked
+
+    @model_validator(mode="after")
+    def _budget_range(self) -> "RetrievalSpec":
+        if self.max_budget is not None and self.max_budget < self.budget:
+            raise ValueError(f"max_budget ({self.max_budget}) is below budget ({self.budget})")
+        return self
 
 
 class QuestionTemplate(BaseModel):

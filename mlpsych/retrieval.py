@@ -18,6 +18,7 @@ combined by reciprocal-rank fusion; ``diverse`` picks windows that add methods n
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -141,6 +142,15 @@ class Plan:
     signals: tuple[str, ...] = ("question",)  # fused by reciprocal rank; "question" = BM25/dense on question + terms
     diverse: bool = False  # prefer windows that add terms (of the term signals) not yet covered
     entity_extra: int = 0  # a bridged sub-question also reads this many best windows of the whole paper
+    share: float | None = None  # read this share of the paper's windows, at least ``budget``
+    max_budget: int | None = None  # and at most this many
+
+    def windows_for(self, n_windows: int) -> int:
+        """The budget for a paper cut into ``n_windows`` windows."""
+        if self.share is None:
+            return self.budget
+        wanted = max(self.budget, math.ceil(self.share * n_windows))
+        return wanted if self.max_budget is None else min(wanted, self.max_budget)
 
 
 def plan_for(spec: RetrievalSpec | None, settings: RetrievalSettings) -> Plan | None:
@@ -150,11 +160,12 @@ def plan_for(spec: RetrievalSpec | None, settings: RetrievalSettings) -> Plan | 
     if settings.read == "template" and (spec is None or spec.mode == "all"):
         return None
     template_mode = spec.mode if spec is not None and spec.mode != "all" else "bm25"
-    budget = settings.budget or (spec.budget if spec is not None else RetrievalSpec().budget)
     spec = spec or RetrievalSpec()
-    return Plan(mode=settings.mode or template_mode, budget=budget, neighbours=settings.neighbours,
+    sized = {"budget": settings.budget} if settings.budget else {  # a run-wide budget overrides the template's
+        "budget": spec.budget, "share": spec.share, "max_budget": spec.max_budget}
+    return Plan(mode=settings.mode or template_mode, neighbours=settings.neighbours,
                 entity_anchor=settings.entity_anchor, entity_budget=settings.entity_budget, terms=spec.query,
-                signals=tuple(spec.signals), diverse=spec.diverse, entity_extra=settings.entity_extra)
+                signals=tuple(spec.signals), diverse=spec.diverse, entity_extra=settings.entity_extra, **sized)
 
 
 class WindowSelector:
@@ -191,7 +202,7 @@ class WindowSelector:
             return None
         anchored = self._anchored_windows(doc, windows, entity) if entity and plan.entity_anchor else []
         if anchored:
-            budget = plan.entity_budget or plan.budget
+            budget = plan.entity_budget or plan.windows_for(len(windows))
             if budget >= len(anchored):
                 chosen = set(anchored)
             else:  # the entity is in every one of them: its sub-question's own words rank them
@@ -201,7 +212,8 @@ class WindowSelector:
             extra = plan.entity_extra
         else:
             chosen = set()
-            extra = (plan.entity_budget or plan.budget) + plan.entity_extra if entity else plan.budget
+            budget = plan.windows_for(len(windows))
+            extra = (plan.entity_budget or budget) + plan.entity_extra if entity else budget
         if extra >= len(windows) - len(chosen):  # nothing to rank: every window is read
             return None
         if extra:

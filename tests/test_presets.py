@@ -21,9 +21,9 @@ def test_fast_preset_reads_each_question_with_one_base_reader_and_turns_retrieva
     assert models["q3"] == ["deepset/deberta-v3-base-squad2"]
     assert models["q4"] == ["deepset/deberta-v3-base-squad2"]
     assert new_s.retrieval.read == "retrieve" and new_s.retrieval.mode == "bm25" and new_s.retrieval.entity_anchor
-    # The templates' budgets apply (the preset sets none); sub-questions: 1 entity window + 2 of the paper.
+    # The templates' budgets apply (the preset sets none); sub-questions: 2 entity windows + 1 of the paper.
     assert new_s.retrieval.budget is None
-    assert (new_s.retrieval.entity_budget, new_s.retrieval.entity_extra) == (1, 2)
+    assert (new_s.retrieval.entity_budget, new_s.retrieval.entity_extra) == (2, 1)
     assert new_s.preset == "fast"
     # Everything else is kept, and the inputs are not modified.
     assert new_s.reader.stride == 64 and new_s.max_sub_questions == 7

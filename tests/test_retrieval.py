@@ -234,9 +234,23 @@ def test_template_retrieval_blocks_do_not_change_the_faithful_default():
         assert plan_for(q.retrieval, RetrievalSettings()) is None
         assert plan_for(q.retrieval, PRESETS["paper"].retrieval) is None
     q1 = plan_for(questions.get("q1").retrieval, PRESETS["fast"].retrieval)
-    assert (q1.budget, q1.signals, q1.diverse) == (10, ("methods",), True)
+    assert (q1.budget, q1.share, q1.max_budget, q1.signals, q1.diverse) == (6, 0.2, 12, ("methods",), True)
     q4 = plan_for(questions.get("q4").retrieval, PRESETS["fast"].retrieval)
-    assert (q4.entity_budget, q4.entity_extra, q4.signals) == (1, 2, ("question", "purpose"))
+    assert (q4.entity_budget, q4.entity_extra, q4.signals) == (2, 1, ("question", "purpose"))
     spec = RetrievalSpec(mode="bm25", budget=2, query="software package", signals=["question", "software"])
     assert plan_for(spec, RetrievalSettings()) == Plan(mode="bm25", budget=2, terms="software package",
                                                        signals=("question", "software"))
+
+
+def test_a_share_of_the_paper_is_read_between_the_budget_and_its_cap():
+    plan = Plan(mode="bm25", budget=2, share=0.25, max_budget=4)
+    assert [plan.windows_for(n) for n in (3, 8, 9, 12, 16, 40)] == [2, 2, 3, 3, 4, 4]
+    assert Plan(mode="bm25", budget=2).windows_for(40) == 2
+    doc, windows = made_up_paper()  # 7 windows
+    half = Plan(mode="bm25", budget=2, share=0.5, max_budget=5)
+    assert len(WindowSelector().select(doc, windows, "What methods were used?", half)) == 4
+    # A run-wide budget overrides the template's share.
+    spec = RetrievalSpec(mode="bm25", budget=2, share=0.25, max_budget=4)
+    assert plan_for(spec, RetrievalSettings(read="retrieve", budget=5)).windows_for(40) == 5
+    with pytest.raises(ValueError, match="max_budget"):
+        RetrievalSpec(budget=5, max_budget=3)
