@@ -9,7 +9,8 @@ installs transformers<5 into its own virtual environment (``--ref-venv``, create
 ELECTRA-large configurations built by ``mlpsych.testing.build_model_with_config`` (weights do not change the
 cost of a window). Our reader reads the same papers with the same window length (384) and stride (128):
 fully, and with BM25 retrieval (``--budget`` windows). Model loading is timed separately, not per paper.
-Prints seconds and ratios, not pass/fail.
+The arms run in turn ``--repeat`` times and the median of each is reported, so that the machine's slow
+spells (it is shared) fall on all arms alike. Prints seconds and ratios, not pass/fail.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -89,7 +91,7 @@ def run_reference(python: Path, model: Path, papers: list[dict], threads: int) -
 
 
 def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, threads: int,
-             question_tokens: int | None = None) -> dict:
+             question_tokens: int | None = None, batch_size: int | None = None) -> dict:
     """Seconds per paper for our reader; ``budget`` = BM25 retrieval of that many windows, None = full read."""
     import torch
 
@@ -99,7 +101,7 @@ def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, th
 
     torch.set_num_threads(threads)
     room = {} if question_tokens is None else {"question_tokens": question_tokens}
-    reader = Reader(str(model), ReaderSettings(max_length=384, stride=128, batch_size=8, device="cpu", dtype=dtype,
+    reader = Reader(str(model), ReaderSettings(max_length=384, stride=128, batch_size=batch_size, device="cpu", dtype=dtype,
                                                **room))
     started = time.perf_counter()
     reader.warm_up()
@@ -138,6 +140,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--question-tokens", type=int, default=None,
                         help="room our reader keeps for the question in each window (default: ReaderSettings')")
     parser.add_argument("--skip-full", action="store_true", help="time only our read with retrieval")
+    parser.add_argument("--batch-sizes", type=lambda v: [None if x == "auto" else int(x) for x in v.split(",")],
+                        default=[None], help="our full read at each of these batch sizes (comma-separated; "
+                                             "default auto: the reader's choice for the model on a CPU)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="repetitions; the arms run in turn within each, and medians are reported")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -155,30 +162,49 @@ def main(argv: list[str] | None = None) -> None:
           f"our question room {args.question_tokens or ReaderSettings().question_tokens} tokens")
     for family in families:
         model = models[family]
-        ref = run_reference(python, model, papers, args.threads)
-        picked = run_ours(model, papers, args.budget, "fp32", args.threads, args.question_tokens)
-        rows = [(f"ours, BM25 {args.budget} windows", picked)]
+        arms = [("reference", lambda: run_reference(python, model, papers, args.threads))]
         if not args.skip_full:
-            rows.insert(0, ("ours, full read", run_ours(model, papers, None, "fp32", args.threads, args.question_tokens)))
-        full = rows[0][1]
+            for size in args.batch_sizes:
+                arms.append((f"ours, full read, batch {size or 'auto'}", partial(run_ours, model, papers, None, "fp32",
+                                                                        args.threads, args.question_tokens, size)))
+        arms.append((f"ours, BM25 {args.budget} windows", lambda: run_ours(model, papers, args.budget, "fp32",
+                                                                          args.threads, args.question_tokens)))
         if args.bf16:
-            rows.append(("ours, full read, bf16", run_ours(model, papers, None, "bf16", args.threads, args.question_tokens)))
-        print(f"\n== {family}-{SIZES[family]} (random weights); reference: transformers {ref['transformers']}, "
-              f"pipeline top_k=30 doc_stride=128")
-        print(f"model load: reference {ref['load_seconds']:.1f} s, ours {full['load_seconds']:.1f} s")
-        print(f"{'paper':<14}{'ref win':>8}{'all win':>8}{'reference s':>13}" + "".join(f"{label:>28}" for label, _ in rows))
-        for i, paper in enumerate(papers):
-            ref_s = ref["papers"][i]["seconds"]
-            cells = "".join(f"{r['papers'][i]['seconds']:>12.1f} s ({ref_s / r['papers'][i]['seconds']:>5.1f}x,"
-                            f"{r['papers'][i]['windows']:>3}w)" for _, r in rows)
-            print(f"{paper['id']:<14}{ref['papers'][i]['windows']:>8}{full['papers'][i]['all_windows']:>8}"
-                  f"{ref_s:>13.1f}{cells}")
-        ref_mean = statistics.mean(p["seconds"] for p in ref["papers"])
-        for label, r in rows:
-            mean = statistics.mean(p["seconds"] for p in r["papers"])
-            print(f"mean s/paper {label:<28} {mean:>7.1f}   reference {ref_mean:>7.1f}   "
-                  f"reference/ours {ref_mean / mean:>5.2f}x")
+            arms.append(("ours, full read, bf16", lambda: run_ours(model, papers, None, "bf16", args.threads,
+                                                                   args.question_tokens)))
+        runs: dict[str, list[dict]] = {label: [] for label, _ in arms}
+        for _ in range(args.repeat):  # arms interleaved, so a slow spell of the machine hits all of them
+            for label, arm in arms:
+                runs[label].append(arm())
+        report(family, papers, runs)
 
+
+def _median_seconds(runs: list[dict], paper: int) -> float:
+    return statistics.median(r["papers"][paper]["seconds"] for r in runs)
+
+
+def report(family: str, papers: list[dict], runs: dict[str, list[dict]]) -> None:
+    """Per paper the median seconds of each arm over the repetitions, and reference/ours ratios."""
+    ref_runs = runs["reference"]
+    ours = [(label, r) for label, r in runs.items() if label != "reference"]
+    print(f"\n== {family}-{SIZES[family]} (random weights); reference: transformers {ref_runs[0]['transformers']}, "
+          f"pipeline top_k=30 doc_stride=128; median of {len(ref_runs)} interleaved repetitions")
+    print(f"model load: reference {statistics.median(r['load_seconds'] for r in ref_runs):.1f} s, ours "
+          f"{statistics.median(r['load_seconds'] for r in ours[0][1]):.1f} s")
+    print(f"{'paper':<14}{'ref win':>8}{'all win':>8}{'reference s':>13}" + "".join(f"{label:>28}" for label, _ in ours))
+    for i, paper in enumerate(papers):
+        ref_s = _median_seconds(ref_runs, i)
+        cells = "".join(f"{_median_seconds(r, i):>12.1f} s ({ref_s / _median_seconds(r, i):>5.2f}x,"
+                        f"{r[0]['papers'][i]['windows']:>3}w)" for _, r in ours)
+        print(f"{paper['id']:<14}{ref_runs[0]['papers'][i]['windows']:>8}{ours[0][1][0]['papers'][i]['all_windows']:>8}"
+              f"{ref_s:>13.1f}{cells}")
+    ref_total = sum(_median_seconds(ref_runs, i) for i in range(len(papers)))
+    for label, r in ours:
+        total = sum(_median_seconds(r, i) for i in range(len(papers)))
+        each = [sum(p["seconds"] for p in a["papers"]) / sum(p["seconds"] for p in b["papers"])
+                for a, b in zip(ref_runs, r)]
+        print(f"mean s/paper {label:<28} {total / len(papers):>7.1f}   reference {ref_total / len(papers):>7.1f}   "
+              f"reference/ours {ref_total / total:>5.2f}x   (per repetition: {', '.join(f'{x:.2f}x' for x in each)})")
 
 if __name__ == "__main__":
     main()

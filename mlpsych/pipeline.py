@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 READER_VERSION = 1  # bump when decoding changes, so cached spans are not reused across versions
 ProgressCallback = Callable[[str, int, int], None]
 NORMALIZE_CHUNK = 16  # answer lists whose prompts are generated together
+# Papers whose windows are read in shared batches: up to this many, or until they have this many windows to read.
+PAPERS_PER_READ = 8
+WINDOWS_PER_READ = 32
 
 
 @dataclass
@@ -134,50 +137,96 @@ class Pipeline:
     def _read(self, units: list[_Unit], result: RunResult, label: str) -> dict[tuple[int, str], list[Span]]:
         """Spans per (unit index, model): each model loaded once (only if something is not cached)."""
         spans: dict[tuple[int, str], list[Span]] = {}
-        models = list(dict.fromkeys(m for u in units for m in u.question.models))
-        for model in models:
-            mine = [i for i, u in enumerate(units) if model in u.question.models]
+        for model in dict.fromkeys(m for u in units for m in u.question.models):
             reader = self._readers.get(model) or Reader(model, self.settings.reader)
             windows_before = reader.windows_read
-            by_doc: dict[str, list[int]] = {}
-            for i in mine:
-                by_doc.setdefault(units[i].doc.id, []).append(i)
-            bar = tqdm(by_doc.items(), desc=f"{label} · {model.rstrip('/').split('/')[-1]}", unit="paper",
-                       disable=not self.progress)
-            for done, (doc_id, indices) in enumerate(bar, start=1):
-                doc = units[indices[0]].doc
-                queries = {i: self._windowed(units[i], reader, doc) for i in indices}
-                todo = []
-                for i in indices:
-                    cached = self.cache.get(self._read_key(doc, model, queries[i]))
-                    if cached is None:
-                        todo.append(i)
-                    else:
-                        spans[(i, model)] = [self._relabel(Span.from_dict(s), doc, units[i]) for s in cached]
-                if todo:
-                    if reader.model is None:
-                        if self.on_progress:  # lets a front end say "loading model" before the wait
-                            self.on_progress(f"{label} · {model}", done - 1, len(by_doc))
-                        reader.warm_up()  # a ModelLoadError stops the run: finished work is in the cache
-                        self.model_loads.append(model)
-                    try:
-                        found = reader.run(doc, [queries[i] for i in todo])
-                    except Exception as error:  # one paper's failure must not lose the others
-                        log.warning("%s: reading failed with %s: %s", doc_id, model, error)
-                        result.errors.setdefault(doc_id, []).append(f"{label} with {model}: {error}")
-                        found = None
-                    for j, i in enumerate(todo if found is not None else []):
-                        spans[(i, model)] = found[j]
-                        self.cache.put(self._read_key(doc, model, queries[i]),
-                                       [s.to_dict() for s in found[j]], stage="read")
-                if self.on_progress:
-                    self.on_progress(f"{label} · {model}", done, len(by_doc))
+            self._read_with(reader, model, [(i, u) for i, u in enumerate(units) if model in u.question.models],
+                            spans, result, label)
             self.windows_read += reader.windows_read - windows_before
             if self.keep_loaded:
                 self._readers[model] = reader
             else:
                 reader.release()
         return spans
+
+    def _read_with(self, reader: Reader, model: str, mine: list[tuple[int, _Unit]],
+                   spans: dict[tuple[int, str], list[Span]], result: RunResult, label: str) -> None:
+        """Read every paper's uncached questions with one model, several papers' windows in shared batches
+        (when each has few windows to read, as with retrieval); each group is cached as soon as it is read."""
+        by_doc: dict[str, list[int]] = {}
+        for i, unit in mine:
+            by_doc.setdefault(unit.doc.id, []).append(i)
+        units = dict(mine)
+        bar = tqdm(total=len(by_doc), desc=f"{label} · {model.rstrip('/').split('/')[-1]}", unit="paper",
+                   disable=not self.progress)
+        pending: list[tuple[Document, list[int], dict[int, Query]]] = []
+        for seen, indices in enumerate(by_doc.values(), start=1):
+            doc = units[indices[0]].doc
+            queries = {i: self._windowed(units[i], reader, doc) for i in indices}
+            todo = []
+            for i in indices:
+                cached = self.cache.get(self._read_key(doc, model, queries[i]))
+                if cached is None:
+                    todo.append(i)
+                else:
+                    spans[(i, model)] = [self._relabel(Span.from_dict(s), doc, units[i]) for s in cached]
+            if todo:
+                pending.append((doc, todo, queries))
+            if len(pending) >= PAPERS_PER_READ or self._windows_to_read(reader, pending) >= WINDOWS_PER_READ:
+                self._read_pending(reader, model, pending, spans, result, label, (seen - len(pending), len(by_doc)))
+            if not pending:  # everything up to this paper is read and cached
+                bar.update(seen - bar.n)
+                if self.on_progress:
+                    self.on_progress(f"{label} · {model}", seen, len(by_doc))
+        self._read_pending(reader, model, pending, spans, result, label, (len(by_doc) - len(pending), len(by_doc)))
+        bar.update(len(by_doc) - bar.n)
+        bar.close()
+        if self.on_progress and by_doc:
+            self.on_progress(f"{label} · {model}", len(by_doc), len(by_doc))
+
+    @staticmethod
+    def _windows_to_read(reader: Reader, pending: list[tuple[Document, list[int], dict[int, Query]]]) -> int:
+        return sum(len(reader.windows(doc)) if queries[i].windows is None else len(queries[i].windows)
+                   for doc, todo, queries in pending for i in todo)
+
+    def _read_pending(self, reader: Reader, model: str, pending: list[tuple[Document, list[int], dict[int, Query]]],
+                      spans: dict[tuple[int, str], list[Span]], result: RunResult, label: str,
+                      progress: tuple[int, int]) -> None:
+        """Read the pending papers together and cache what each gave; ``progress`` = (papers done, papers)."""
+        if not pending:
+            return
+        if reader.model is None:
+            if self.on_progress:  # lets a front end say "loading model" before the wait
+                self.on_progress(f"{label} · {model}", *progress)
+            reader.warm_up()  # a ModelLoadError stops the run: finished work is in the cache
+            self.model_loads.append(model)
+        found = self._read_group(reader, model, pending, result, label)
+        for doc, todo, queries in pending:
+            for j, i in enumerate(todo if doc.id in found else []):
+                spans[(i, model)] = found[doc.id][j]
+                self.cache.put(self._read_key(doc, model, queries[i]), [s.to_dict() for s in found[doc.id][j]],
+                               stage="read")
+        pending.clear()
+
+    @staticmethod
+    def _read_group(reader: Reader, model: str, todo: list[tuple[Document, list[int], dict[int, Query]]],
+                    result: RunResult, label: str) -> dict[str, dict[int, list[Span]]]:
+        """Spans per paper id for a group of papers read together; if that fails, each paper is read alone,
+        so one paper's failure does not lose the others."""
+        jobs = [(doc, [queries[i] for i in indices]) for doc, indices, queries in todo]
+        if len(jobs) > 1:
+            try:
+                return {doc.id: found for (doc, _), found in zip(jobs, reader.run_many(jobs))}
+            except Exception as error:  # retried paper by paper below, which names the paper at fault
+                log.debug("reading a group of %d papers failed (%s); reading them one by one", len(jobs), error)
+        out = {}
+        for doc, queries in jobs:
+            try:
+                out[doc.id] = reader.run(doc, queries)
+            except Exception as error:
+                log.warning("%s: reading failed with %s: %s", doc.id, model, error)
+                result.errors.setdefault(doc.id, []).append(f"{label} with {model}: {error}")
+        return out
 
     @staticmethod
     def _relabel(span: Span, doc: Document, unit: _Unit) -> Span:

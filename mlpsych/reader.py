@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 # Span candidates kept per question while a paper is read (pruned to the best top_k beyond this), so memory
 # does not grow with the paper's length; pruning never changes the result (see ``rank_candidates``).
 CANDIDATES_KEPT = 2048
+# Papers whose tokenization is kept (and so at most read in one call): windows of several papers share batches.
+ENCODED_KEPT = 16
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class ReaderSettings:
     # tokens from the side of the window its neighbour also reads (nothing goes unread), and is cut beyond that.
     question_tokens: int = 24
     n_best: int = 20  # start and end candidates per window
-    batch_size: int = 8
+    batch_size: int | None = None  # None: ``Reader.default_batch_size`` for the device and model
     null_threshold: float = 0.0  # for may-be-empty questions: a span must beat the no-answer score by this margin
     device: str = "auto"
     dtype: str = "auto"
@@ -239,7 +241,7 @@ class Reader:
         self.device = None
         self._template: _PairTemplate | None = None
         self._max_positions = 512
-        self._batch_size = self.settings.batch_size  # halved on CUDA out-of-memory
+        self._batch_size = self.settings.batch_size or 0  # chosen at warm-up if not set; halved on CUDA OOM
         self._encoded: dict[str, EncodedDocument] = {}
         self.windows_read = 0  # counted for benchmarks and tests
 
@@ -257,6 +259,17 @@ class Reader:
         self.device = pick_device(self.settings.device)
         dtype = pick_dtype(self.settings.dtype, self.device)
         self.model = load_qa_model(self.model_id, self.device, dtype)
+        self._batch_size = self._batch_size or self.default_batch_size(self.device, self.model.config.model_type)
+
+    @staticmethod
+    def default_batch_size(device: str, model_type: str) -> int:
+        """Windows per forward pass when the settings leave it open. 8 fills a GPU (halved on out-of-memory).
+        On a CPU DeBERTa reads one window at a time: its relative-position tensors grow with the batch and spill
+        the caches (benchmarks/README.md, reader_vs_reference: 1.04x the reference at 1, 0.89x at 8), while
+        ELECTRA was faster at 8 (1.27x vs 1.16x)."""
+        if str(device).startswith("cpu") and model_type in ("deberta", "deberta-v2"):
+            return 1
+        return 8
 
     def release(self) -> None:
         self.model = None
@@ -287,7 +300,9 @@ class Reader:
             offsets = [offsets[i] for i in keep]
             encoded = EncodedDocument(ids, offsets)
             encoded.windows = make_windows(offsets, self.context_tokens, self.settings.stride)
-            self._encoded = {key: encoded}  # one paper at a time: memory stays bounded
+            self._encoded[key] = encoded
+            while len(self._encoded) > ENCODED_KEPT:  # papers of one batch group at most: memory stays bounded
+                self._encoded.pop(next(iter(self._encoded)))
         return self._encoded[key]
 
     @staticmethod
@@ -317,20 +332,22 @@ class Reader:
             return window.token_start + extra, window.token_end
         return window.token_start, max(window.token_start + 1, window.token_end - extra)
 
-    def _features(self, doc: Document, queries: Sequence[Query]):
-        """(query index, window, question ids, length) per feature: cheap, built for the whole paper at once."""
-        encoded = self.encode(doc)
+    def _features(self, papers: Sequence[tuple[Document, Sequence[Query]]]):
+        """(job, window, question ids, length) per feature, job = (paper index, query index): cheap, built for
+        all the papers of a call at once."""
         plan = []
-        for qi, query in enumerate(queries):
-            q_ids = self._question_ids(query.text)
-            chosen = encoded.windows if query.windows is None else [encoded.windows[i] for i in query.windows]
-            for window in chosen:
-                start, end = self._context(window, len(encoded.windows), len(q_ids))
-                length = self._template.special_count + len(q_ids) + end - start
-                plan.append((qi, window, q_ids, length))
+        for pi, (doc, queries) in enumerate(papers):
+            encoded = self.encode(doc)
+            for qi, query in enumerate(queries):
+                q_ids = self._question_ids(query.text)
+                chosen = encoded.windows if query.windows is None else [encoded.windows[i] for i in query.windows]
+                for window in chosen:
+                    start, end = self._context(window, len(encoded.windows), len(q_ids))
+                    length = self._template.special_count + len(q_ids) + end - start
+                    plan.append(((pi, qi), window, q_ids, length))
         return plan
 
-    def _build(self, encoded: EncodedDocument, qi: int, window: Window, q_ids: list[int]):
+    def _build(self, encoded: EncodedDocument, job: tuple[int, int], window: Window, q_ids: list[int]):
         """Model inputs of one feature, built only when its batch is read (windows in flight stay bounded)."""
         t = self._template
         start, end = self._context(window, len(encoded.windows), len(q_ids))
@@ -338,21 +355,30 @@ class Reader:
         ids = t.prefix + q_ids + t.middle + ctx + t.suffix
         ctx_offset = len(t.prefix) + len(q_ids) + len(t.middle)
         types = t.type_prefix + [t.question_type] * len(q_ids) + t.type_middle + [t.context_type] * len(ctx) + t.type_suffix
-        return (qi, window, ids, types, ctx_offset, start, end)
+        return (job, window, ids, types, ctx_offset, start, end)
 
     def run(self, doc: Document, queries: Sequence[Query]) -> dict[int, list[Span]]:
         """Read ``doc`` for each query; returns spans per query index, best first."""
+        return self.run_many([(doc, queries)])[0]
+
+    def run_many(self, papers: Sequence[tuple[Document, Sequence[Query]]]) -> list[dict[int, list[Span]]]:
+        """Read several papers, each for its queries, with their windows batched together (sorted by length,
+        so short last windows and short questions share batches); spans per paper and query index."""
         import torch
 
         self.warm_up()
-        features = self._features(doc, queries)
-        encoded = self.encode(doc)
-        candidates: dict[int, list[WindowCandidate]] = {i: [] for i in range(len(queries))}
-        nulls: dict[int, list[float]] = {i: [] for i in range(len(queries))}
+        if len(papers) > ENCODED_KEPT:
+            raise ValueError(f"read at most {ENCODED_KEPT} papers per call (got {len(papers)})")
+        features = self._features(papers)
+        encoded = [self.encode(doc) for doc, _ in papers]
+        jobs = [(pi, qi) for pi, (_, queries) in enumerate(papers) for qi in range(len(queries))]
+        candidates: dict[tuple[int, int], list[WindowCandidate]] = {job: [] for job in jobs}
+        nulls: dict[tuple[int, int], list[float]] = {job: [] for job in jobs}
         order = sorted(range(len(features)), key=lambda i: features[i][3])
         position = 0
         while position < len(order):
-            batch = [self._build(encoded, *features[i][:3]) for i in order[position : position + self._batch_size]]
+            batch = [self._build(encoded[features[i][0][0]], *features[i][:3])
+                     for i in order[position : position + self._batch_size]]
             try:
                 starts, ends = self._forward(batch)
             except torch.cuda.OutOfMemoryError:
@@ -364,29 +390,31 @@ class Reader:
                 continue
             position += len(batch)
             self.windows_read += len(batch)
-            for row, (qi, window, ids, _, ctx_offset, ctx_start, ctx_end) in enumerate(batch):
+            for row, ((pi, qi), window, ids, _, ctx_offset, ctx_start, ctx_end) in enumerate(batch):
                 length = len(ids)
                 mask = np.zeros(length, dtype=bool)
                 mask[ctx_offset : ctx_offset + ctx_end - ctx_start] = True
-                offsets = [(0, 0)] * ctx_offset + encoded.offsets[ctx_start:ctx_end]
+                offsets = [(0, 0)] * ctx_offset + encoded[pi].offsets[ctx_start:ctx_end]
                 offsets += [(0, 0)] * (length - len(offsets))
                 found, null = decode_window(
-                    starts[row, :length], ends[row, :length], mask, offsets,
-                    n_best=self.settings.n_best, max_answer_tokens=queries[qi].max_answer_tokens, window=window.index,
+                    starts[row, :length], ends[row, :length], mask, offsets, n_best=self.settings.n_best,
+                    max_answer_tokens=papers[pi][1][qi].max_answer_tokens, window=window.index,
                 )
-                candidates[qi].extend(found)
-                nulls[qi].append(null)
-            for qi in {feature[0] for feature in batch}:
-                if len(candidates[qi]) > CANDIDATES_KEPT:  # only the best top_k spans can win: prune as we go
-                    candidates[qi] = rank_candidates(candidates[qi], [], top_k=queries[qi].top_k, allow_empty=False)
-        result: dict[int, list[Span]] = {}
-        for qi, query in enumerate(queries):
+                candidates[(pi, qi)].extend(found)
+                nulls[(pi, qi)].append(null)
+            for job in {feature[0] for feature in batch}:
+                if len(candidates[job]) > CANDIDATES_KEPT:  # only the best top_k spans can win: prune as we go
+                    top_k = papers[job[0]][1][job[1]].top_k
+                    candidates[job] = rank_candidates(candidates[job], [], top_k=top_k, allow_empty=False)
+        results: list[dict[int, list[Span]]] = [{} for _ in papers]
+        for pi, qi in jobs:
+            doc, query = papers[pi][0], papers[pi][1][qi]
             ranked = rank_candidates(
-                candidates[qi], nulls[qi], top_k=query.top_k, allow_empty=query.allow_empty,
+                candidates[(pi, qi)], nulls[(pi, qi)], top_k=query.top_k, allow_empty=query.allow_empty,
                 null_threshold=self.settings.null_threshold,
             )
-            result[qi] = [self._to_span(doc, query, c) for c in ranked]
-        return result
+            results[pi][qi] = [self._to_span(doc, query, c) for c in ranked]
+        return results
 
     def _forward(self, batch) -> tuple[np.ndarray, np.ndarray]:
         """Start and end logits for a batch of (question, window) features, padded to the longest."""

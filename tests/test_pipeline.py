@@ -151,3 +151,28 @@ def test_an_empty_cache_given_is_the_cache_used(tmp_path, tiny_questions):
     cache = ResultCache(tmp_path / "mine")
     assert len(cache) == 0
     assert Pipeline(load_question_set(tiny_questions), settings(), cache, progress=False).cache is cache
+
+
+@pytest.mark.slow
+def test_a_paper_whose_reading_fails_is_reported_and_the_group_read_with_it_is_kept(tiny_questions, tmp_path):
+    qs = load_question_set(tiny_questions).select(["q1"])
+    pipeline = Pipeline(qs, settings(), ResultCache(tmp_path), progress=False, keep_loaded=True)
+    poison = "Zyzzogeton"
+    bad = Document(id="bad", text=PAPER.replace("burnout", poison))
+    pipeline.run([docs()[0]])  # loads the readers, which stay loaded
+    for reader in pipeline._readers.values():  # a model that fails on one paper's words, as a real fault would
+        ids = lambda text: set(reader.tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+        marker = ids(bad.text) - ids(" ".join(d.text for d in docs()))
+        assert marker  # pieces only the bad paper has
+        forward = reader.model.forward
+
+        def failing(*args, forward=forward, marker=marker, **kwargs):
+            if marker & set(kwargs["input_ids"].flatten().tolist()):
+                raise RuntimeError("simulated kernel failure")
+            return forward(*args, **kwargs)
+
+        reader.model.forward = failing
+    result = pipeline.run([bad, *docs()])
+    assert any("simulated kernel failure" in e for e in result.errors["bad"])
+    answered = {a.doc_id for a in result.answers if a.final}
+    assert answered == {"a", "b"}

@@ -89,3 +89,35 @@ def test_a_long_question_borrows_from_the_overlap_and_leaves_no_token_unread(tin
     spans = reader.run(doc, [Query("q", long_question, 20, 8)])[0]
     assert len(spans) == 20 and all(s.text == TEXT[s.start : s.end] for s in spans)
     assert reader._context(windows[1], len(windows), 8) == (windows[1].token_start, windows[1].token_end)
+
+
+def test_papers_read_together_share_batches_and_give_the_same_spans(tiny_models):
+    other = TEXT.replace("random forests", "gradient boosting")
+    docs = [Document(id="a", text=TEXT), Document(id="b", text=other)]
+    queries = [[Query("q1", "What methods were used?", 5, 8, windows=(0, 2, 4))],
+               [Query("q1", "What methods were used?", 5, 8, windows=(1, 3)), Query("q2", "Which software?", 3, 4)]]
+    alone = [Reader(str(tiny_models["electra"]), ReaderSettings(max_length=96, stride=24, batch_size=8)).run(d, q)
+             for d, q in zip(docs, queries)]
+    reader = Reader(str(tiny_models["electra"]), ReaderSettings(max_length=96, stride=24, batch_size=8))
+    reader.warm_up()
+    batches: list[int] = []
+    forward = reader._forward
+    reader._forward = lambda batch: (batches.append(len(batch)), forward(batch))[1]
+    together = reader.run_many(list(zip(docs, queries)))
+    n_windows = 3 + 2 + len(reader.windows(docs[1]))
+    assert sum(batches) == n_windows and len(batches) == -(-n_windows // 8)  # full batches across both papers
+    for one, many in zip(alone, together):
+        assert {qi: [(s.doc_id, s.start, s.end, round(s.score, 5)) for s in spans] for qi, spans in one.items()} == \
+               {qi: [(s.doc_id, s.start, s.end, round(s.score, 5)) for s in spans] for qi, spans in many.items()}
+
+
+def test_batch_size_left_open_is_chosen_for_the_device_and_model(tiny_models):
+    assert Reader.default_batch_size("cpu", "deberta-v2") == 1  # measured faster one window at a time on CPUs
+    assert Reader.default_batch_size("cuda", "deberta-v2") == 8
+    assert Reader.default_batch_size("cpu", "electra") == 8
+    reader = Reader(str(tiny_models["deberta-v2"]), ReaderSettings(max_length=96, stride=24, device="cpu"))
+    reader.warm_up()
+    assert reader._batch_size == 1
+    fixed = Reader(str(tiny_models["deberta-v2"]), ReaderSettings(max_length=96, stride=24, batch_size=4, device="cpu"))
+    fixed.warm_up()
+    assert fixed._batch_size == 4

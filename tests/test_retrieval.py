@@ -142,6 +142,24 @@ def test_pipeline_with_retrieval_reads_fewer_windows_and_rerun_loads_nothing(tin
 
 
 @pytest.mark.slow
+def test_papers_with_few_windows_to_read_are_read_together_with_the_same_answers(tiny_models, tmp_path, monkeypatch):
+    from mlpsych.reader import Reader
+
+    model = str(tiny_models["deberta-v2"])
+    docs = [Document(id=f"p{i}", text=PAPER.replace("students", f"students of cohort {i}")) for i in range(5)]
+    questions = _questions(model, RetrievalSpec(mode="bm25", budget=2))
+    alone = [Pipeline(questions, _settings(), ResultCache(tmp_path / f"alone{i}"), progress=False).run([d])
+             for i, d in enumerate(docs)]
+    groups: list[int] = []
+    run_many = Reader.run_many
+    monkeypatch.setattr(Reader, "run_many", lambda self, papers: (groups.append(len(papers)), run_many(self, papers))[1])
+    together = Pipeline(questions, _settings(), ResultCache(tmp_path / "together"), progress=False).run(docs)
+    assert groups and max(groups) == 5  # 2 windows each: all five papers share batches
+    expected = [a.to_dict() for result in alone for a in result.answers]
+    assert sorted(map(str, expected)) == sorted(map(str, (a.to_dict() for a in together.answers)))
+
+
+@pytest.mark.slow
 def test_read_all_reproduces_the_full_read_exactly(tiny_models, tmp_path):
     model = str(tiny_models["deberta-v2"])
     docs = [Document(id="p", text=PAPER)]
