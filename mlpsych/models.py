@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,24 @@ def pick_device(requested: str = "auto") -> str:
     return requested
 
 
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def cpu_runs_bf16_natively(cpuinfo: Path | None = None) -> bool:
+    """Whether the CPU has bf16 matrix instructions (AMX-BF16 or AVX512-BF16; read from Linux's cpuinfo).
+
+    Without them torch emulates bf16, which was slower than fp32 here (benchmarks/README.md: 0.3x-0.9x).
+    """
+    try:
+        flags = (cpuinfo or CPUINFO).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return bool(re.search(r"\b(?:amx_bf16|avx512_bf16)\b", flags))
+
+
 def pick_dtype(requested: str, device: str):
-    """Half precision where the device runs it well: bf16 on GPUs that support it, else fp16; fp32 on CPU unless asked."""
+    """Half precision where the device runs it well: bf16 on GPUs that support it, else fp16; on a CPU bf16
+    only with native bf16 instructions, else fp32."""
     import torch
 
     names = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
@@ -48,7 +65,7 @@ def pick_dtype(requested: str, device: str):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if device == "mps":
         return torch.float16
-    return torch.float32
+    return torch.bfloat16 if cpu_runs_bf16_natively() else torch.float32
 
 
 def explain_load_error(model_id: str, error: Exception) -> str:

@@ -259,15 +259,17 @@ class Reader:
         self.device = pick_device(self.settings.device)
         dtype = pick_dtype(self.settings.dtype, self.device)
         self.model = load_qa_model(self.model_id, self.device, dtype)
-        self._batch_size = self._batch_size or self.default_batch_size(self.device, self.model.config.model_type)
+        config = self.model.config
+        self._batch_size = self._batch_size or self.default_batch_size(self.device, config.model_type,
+                                                                       getattr(config, "hidden_size", 0))
 
     @staticmethod
-    def default_batch_size(device: str, model_type: str) -> int:
+    def default_batch_size(device: str, model_type: str, hidden_size: int) -> int:
         """Windows per forward pass when the settings leave it open. 8 fills a GPU (halved on out-of-memory).
-        On a CPU DeBERTa reads one window at a time: its relative-position tensors grow with the batch and spill
-        the caches (benchmarks/README.md, reader_vs_reference: 1.04x the reference at 1, 0.89x at 8), while
-        ELECTRA was faster at 8 (1.27x vs 1.16x)."""
-        if str(device).startswith("cpu") and model_type in ("deberta", "deberta-v2"):
+        On a CPU a base or large DeBERTa reads one window at a time: its relative-position tensors grow with the
+        batch and spill the caches (benchmarks/README.md, reader_vs_reference: large 1.04x the reference at 1,
+        0.89x at 8; base 1.25x faster at 1 than at 8), while ELECTRA-large was faster at 8 (1.27x vs 1.16x)."""
+        if str(device).startswith("cpu") and model_type in ("deberta", "deberta-v2") and hidden_size >= 768:
             return 1
         return 8
 

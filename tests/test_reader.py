@@ -112,12 +112,13 @@ def test_papers_read_together_share_batches_and_give_the_same_spans(tiny_models)
 
 
 def test_batch_size_left_open_is_chosen_for_the_device_and_model(tiny_models):
-    assert Reader.default_batch_size("cpu", "deberta-v2") == 1  # measured faster one window at a time on CPUs
-    assert Reader.default_batch_size("cuda", "deberta-v2") == 8
-    assert Reader.default_batch_size("cpu", "electra") == 8
+    assert Reader.default_batch_size("cpu", "deberta-v2", 1024) == 1  # measured faster one window at a time on CPUs
+    assert Reader.default_batch_size("cpu", "deberta-v2", 768) == 1
+    assert Reader.default_batch_size("cuda", "deberta-v2", 1024) == 8
+    assert Reader.default_batch_size("cpu", "electra", 1024) == 8
     reader = Reader(str(tiny_models["deberta-v2"]), ReaderSettings(max_length=96, stride=24, device="cpu"))
     reader.warm_up()
-    assert reader._batch_size == 1
+    assert reader._batch_size == 8  # a tiny DeBERTa has no large tensors to spill
     fixed = Reader(str(tiny_models["deberta-v2"]), ReaderSettings(max_length=96, stride=24, batch_size=4, device="cpu"))
     fixed.warm_up()
     assert fixed._batch_size == 4

@@ -217,7 +217,7 @@ def test_page_map_right_after_all_cleaning() -> None:
             f"Another line on page {number} with a citation [4] and support vector machines (SVM).\n"
             f"{number}"
         )
-    pages[-1] = pages[-1].replace(f"\n4", "\nReferences\nSmith, J. (2019). A title. J, 1, 1-2.\n4")
+    pages[-1] = pages[-1].replace("\n4", "\nReferences\nSmith, J. (2019). A title. J, 1, 1-2.\n4")
     result = clean_pages(lines_from_text(pages), CleaningOptions())
     document = Document(id="x", text=result.text, pages=result.pages)
     assert page_ranges_consistent(result.text, result.pages)
