@@ -1,6 +1,6 @@
 """Windows read per paper with and without retrieval, and the share of gold answer spans those windows cover.
 
-    python benchmarks/reading_cost.py --data ../shared/mlpsych [--split tune|test|all] [--baseline] [--readers template] [--sweep]
+    python benchmarks/reading_cost.py --data ../shared/mlpsych [--split tune|test|all] [--baseline] [--readers template] [--sweep] [--cv]
 
 For the mlpsych template (q1-q3 read by the template's models, q4 asked once per bridge entity) it prints,
 per question, the large-model windows a paper costs when every window is read (the paper's approach) and when
@@ -156,11 +156,54 @@ def report(label: str, tallies: dict[str, Tally], extra: dict) -> tuple[float, f
               f"{t.coverage(t.full_hits):>10.3f}{t.coverage(t.read_hits):>10.3f}{ratio:>10.3f}"
               f"{t.coverage(t.text_hits):>10.3f}")
     print(f"{'total':<9}{full_total / n:>15.1f}{read_total / n:>15.1f}{full_total / max(read_total, 1):>9.1f}")
+    if not extra.get("windows"):
+        return full_total / n, read_total / n
     print(f"windows per paper: mean {statistics.mean(extra['windows']):.1f}, "
           f"min {min(extra['windows'])}, max {max(extra['windows'])}; "
           f"q4 sub-questions per paper: {statistics.mean(extra['sub_questions'] or [0]):.1f}; "
           f"selection took {extra['seconds']:.1f} s for {n} papers")
     return full_total / n, read_total / n
+
+
+TARGETS = {"q1": 0.97, "q2": 0.97, "q3": 0.97, "q4": 0.95}
+# Budgets tried per question: a fixed window count for q1-q3, (entity windows, paper windows) for q4.
+CANDIDATES = {"q1": [{"budget": b} for b in range(4, 13)], "q2": [{"budget": b} for b in range(2, 8)],
+              "q3": [{"budget": b} for b in range(1, 7)],
+              "q4": [{"entity_budget": e, "entity_extra": x} for e in (1, 2) for x in (0, 1, 2)]}
+
+
+def cross_validate(texts, gold, reader, questions, settings: RetrievalSettings, read_models) -> None:
+    """Two folds (the tune and test halves): each question's budget is chosen on one half by a fixed rule (the
+    cheapest candidate reaching the target coverage, else the best covering one), then measured on the other."""
+
+    from mlpsych.retrieval import plan_for
+
+    def one(question, papers: list[str], change: dict) -> tuple[Tally, int]:
+        tried = settings.model_copy(update={"budget": None, **change})
+        plans = {question.id: plan_for(question.retrieval, tried)}
+        chosen_set = questions.model_copy(update={"questions": [question]})
+        tallies, extra = measure(texts, gold, reader, chosen_set, plans, WindowSelector(tried), papers, read_models)
+        return tallies[question.id], extra["papers"]
+
+    print("\n== two-fold check: budgets chosen on one half by rule, measured on the other")
+    pooled = {q.id: Tally() for q in questions.questions}
+    for train, held in (("tune", "test"), ("test", "tune")):
+        picks = []
+        for question in questions.questions:
+            scored = []
+            for change in CANDIDATES[question.id]:
+                t, n = one(question, split_papers(gold, train), change)
+                cov = t.read_hits / t.full_hits if t.full_hits else 1.0
+                scored.append((cov >= TARGETS[question.id], -t.read_windows / n if cov >= TARGETS[question.id]
+                               else cov, change))
+            best = max(scored, key=lambda x: (x[0], x[1]))[2]
+            t, n = one(question, split_papers(gold, held), best)
+            for field in ("full_windows", "read_windows", "gold", "full_hits", "read_hits", "text_hits"):
+                setattr(pooled[question.id], field, getattr(pooled[question.id], field) + getattr(t, field))
+            picks.append(f"{question.id} {best}: {t.read_hits / t.full_hits if t.full_hits else float('nan'):.3f}, "
+                         f"{t.read_windows / n:.1f} win/paper")
+        print(f"chosen on {train}, measured on {held}: " + "; ".join(picks))
+    report("pooled over both held-out halves", pooled, {"papers": len(split_papers(gold, "all"))})
 
 
 def split_papers(gold: dict, split: str) -> list[str]:
@@ -194,6 +237,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--baseline", action="store_true",
                         help="the first fast preset: BM25 on the question, budget 3, entity budget 2, two readers")
     parser.add_argument("--sweep", action="store_true", help="also print coverage for budgets 2..12 (all templates)")
+    parser.add_argument("--cv", action="store_true",
+                        help="two-fold check: on each half choose every question's cheapest budget that reaches "
+                             "the target coverage, then measure it on the other half")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
@@ -233,6 +279,8 @@ def main(argv: list[str] | None = None) -> None:
            f"entity budget {settings.entity_budget} + {settings.entity_extra} of the paper, neighbours "
            f"{settings.neighbours}, entity anchoring {'on' if settings.entity_anchor else 'off'}, readers "
            f"{'as the template' if read_models is None else read_models}", tallies, extra)
+    if args.cv:
+        cross_validate(texts, gold, reader, questions, settings, read_models)
     if args.sweep:
         print("\n== sweep: coverage of gold spans (read/full) and windows per paper, one budget for all templates")
         print(f"{'budget':>6} " + " ".join(f"{q:>7}" for q in tallies) + f"{'win/paper':>10}{'fewer x':>9}")
