@@ -252,7 +252,7 @@ def test_template_retrieval_blocks_do_not_change_the_faithful_default():
         assert plan_for(q.retrieval, RetrievalSettings()) is None
         assert plan_for(q.retrieval, PRESETS["paper"].retrieval) is None
     q1 = plan_for(questions.get("q1").retrieval, PRESETS["fast"].retrieval)
-    assert (q1.budget, q1.share, q1.max_budget, q1.signals, q1.diverse) == (6, 0.2, 12, ("methods",), True)
+    assert (q1.budget, q1.share, q1.signals, q1.diverse) == (9, None, ("methods",), True)
     q4 = plan_for(questions.get("q4").retrieval, PRESETS["fast"].retrieval)
     assert (q4.entity_budget, q4.entity_extra, q4.signals) == (2, 1, ("question", "purpose"))
     spec = RetrievalSpec(mode="bm25", budget=2, query="software package", signals=["question", "software"])
