@@ -122,7 +122,8 @@ def test_upload_run_table_download_in_chromium(server, q1_questions, examples_di
             summary = page.get_by_text(re.compile(r"^\d+ of \d+ answers$")).inner_text()
             shown, total = re.findall(r"\d+", summary)
             assert int(shown) > 0 and shown == total, summary
-            assert page.locator('[data-testid="stDataFrame"]').count() >= 1
+            # The table renders a moment after the summary above it: wait for it (fails after the timeout).
+            page.locator('[data-testid="stDataFrame"]').first.wait_for(state="attached")
             page.set_viewport_size({"width": 1400, "height": 2200})  # the page scrolls inside its own container
             page.wait_for_timeout(500)
             page.screenshot(path=str(shots / "app-results.png"))
