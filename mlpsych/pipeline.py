@@ -29,12 +29,14 @@ from mlpsych.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
-READER_VERSION = 1  # bump when decoding changes, so cached spans are not reused across versions
+# Bump when reading changes, so cached spans are not reused across versions (2: long questions borrow from the overlap).
+READER_VERSION = 2
 ProgressCallback = Callable[[str, int, int], None]
 NORMALIZE_CHUNK = 16  # answer lists whose prompts are generated together
 # Papers whose windows are read in shared batches: up to this many, or until they have this many windows to read.
 PAPERS_PER_READ = 8
 WINDOWS_PER_READ = 32
+_Pending = tuple[Document, list[int], dict[int, Query]]  # a paper, its unit indices still to read, their queries
 
 
 @dataclass
@@ -159,7 +161,7 @@ class Pipeline:
         units = dict(mine)
         bar = tqdm(total=len(by_doc), desc=f"{label} · {model.rstrip('/').split('/')[-1]}", unit="paper",
                    disable=not self.progress)
-        pending: list[tuple[Document, list[int], dict[int, Query]]] = []
+        pending: list[_Pending] = []
         for seen, indices in enumerate(by_doc.values(), start=1):
             doc = units[indices[0]].doc
             queries = {i: self._windowed(units[i], reader, doc) for i in indices}
@@ -185,11 +187,11 @@ class Pipeline:
             self.on_progress(f"{label} · {model}", len(by_doc), len(by_doc))
 
     @staticmethod
-    def _windows_to_read(reader: Reader, pending: list[tuple[Document, list[int], dict[int, Query]]]) -> int:
+    def _windows_to_read(reader: Reader, pending: list[_Pending]) -> int:
         return sum(len(reader.windows(doc)) if queries[i].windows is None else len(queries[i].windows)
                    for doc, todo, queries in pending for i in todo)
 
-    def _read_pending(self, reader: Reader, model: str, pending: list[tuple[Document, list[int], dict[int, Query]]],
+    def _read_pending(self, reader: Reader, model: str, pending: list[_Pending],
                       spans: dict[tuple[int, str], list[Span]], result: RunResult, label: str,
                       progress: tuple[int, int]) -> None:
         """Read the pending papers together and cache what each gave; ``progress`` = (papers done, papers)."""
@@ -209,7 +211,7 @@ class Pipeline:
         pending.clear()
 
     @staticmethod
-    def _read_group(reader: Reader, model: str, todo: list[tuple[Document, list[int], dict[int, Query]]],
+    def _read_group(reader: Reader, model: str, todo: list[_Pending],
                     result: RunResult, label: str) -> dict[str, dict[int, list[Span]]]:
         """Spans per paper id for a group of papers read together; if that fails, each paper is read alone,
         so one paper's failure does not lose the others."""
