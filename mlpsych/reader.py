@@ -335,8 +335,8 @@ class Reader:
         return window.token_start, max(window.token_start + 1, window.token_end - extra)
 
     def _features(self, papers: Sequence[tuple[Document, Sequence[Query]]]):
-        """(job, window, question ids, length) per feature, job = (paper index, query index): cheap, built for
-        all the papers of a call at once."""
+        """(job, window, question ids, context tokens read, length) per feature, job = (paper index, query index):
+        cheap, built for all the papers of a call at once."""
         plan = []
         for pi, (doc, queries) in enumerate(papers):
             encoded = self.encode(doc)
@@ -346,13 +346,14 @@ class Reader:
                 for window in chosen:
                     start, end = self._context(window, len(encoded.windows), len(q_ids))
                     length = self._template.special_count + len(q_ids) + end - start
-                    plan.append(((pi, qi), window, q_ids, length))
+                    plan.append(((pi, qi), window, q_ids, (start, end), length))
         return plan
 
-    def _build(self, encoded: EncodedDocument, job: tuple[int, int], window: Window, q_ids: list[int]):
+    def _build(self, encoded: EncodedDocument, job: tuple[int, int], window: Window, q_ids: list[int],
+               context: tuple[int, int]):
         """Model inputs of one feature, built only when its batch is read (windows in flight stay bounded)."""
         t = self._template
-        start, end = self._context(window, len(encoded.windows), len(q_ids))
+        start, end = context
         ctx = encoded.ids[start:end]
         ids = t.prefix + q_ids + t.middle + ctx + t.suffix
         ctx_offset = len(t.prefix) + len(q_ids) + len(t.middle)
@@ -376,10 +377,10 @@ class Reader:
         jobs = [(pi, qi) for pi, (_, queries) in enumerate(papers) for qi in range(len(queries))]
         candidates: dict[tuple[int, int], list[WindowCandidate]] = {job: [] for job in jobs}
         nulls: dict[tuple[int, int], list[float]] = {job: [] for job in jobs}
-        order = sorted(range(len(features)), key=lambda i: features[i][3])
+        order = sorted(range(len(features)), key=lambda i: features[i][4])
         position = 0
         while position < len(order):
-            batch = [self._build(encoded[features[i][0][0]], *features[i][:3])
+            batch = [self._build(encoded[features[i][0][0]], *features[i][:4])
                      for i in order[position : position + self._batch_size]]
             try:
                 starts, ends = self._forward(batch)
