@@ -2,9 +2,11 @@
 
     /tmp/mlpsych-ref-venv/bin/python benchmarks/_reference_qa.py JOB.json RESULT.json
 
-JOB.json: {"model": dir, "question": str, "top_k": 30, "doc_stride": 128, "papers": [{"id", "text"}], "threads": n}.
-It reads every paper with ``pipeline("question-answering", top_k=30, doc_stride=128)`` as the paper's code does
-(default max_seq_len 384, batch size 1) and writes the seconds each paper took and the answers it returned.
+JOB.json: {"model": dir, "question": str, "top_k": 30, "doc_stride": 128, "papers": [{"id", "text", "questions"?}],
+"threads": n}. It reads every paper with ``pipeline("question-answering", top_k=30, doc_stride=128)`` as the
+paper's code does (default max_seq_len 384, batch size 1), for the paper's own ``questions`` if it has them (a whole
+template: every question reads the whole paper), else for ``question``, and writes the seconds each paper took,
+the windows read and the answers returned.
 Only transformers, torch and the standard library are used here: mlpsych is not importable in that venv.
 """
 
@@ -26,16 +28,19 @@ def main() -> None:
     load_seconds = time.perf_counter() - started
     papers = []
     for paper in job["papers"]:
+        questions = paper.get("questions") or [job["question"]]
         tick = time.perf_counter()
+        answers = []
         with torch.inference_mode():
-            answers = qa(question=job["question"], context=paper["text"], top_k=job["top_k"],
-                         doc_stride=job["doc_stride"], handle_impossible_answer=False)
+            for question in questions:
+                got = qa(question=question, context=paper["text"], top_k=job["top_k"], doc_stride=job["doc_stride"],
+                         handle_impossible_answer=False)
+                answers += [got] if isinstance(got, dict) else got
         seconds = time.perf_counter() - tick
-        features = qa.tokenizer(job["question"], paper["text"], truncation="only_second", max_length=384,
-                                stride=job["doc_stride"], return_overflowing_tokens=True)
-        if isinstance(answers, dict):
-            answers = [answers]
-        papers.append({"id": paper["id"], "seconds": seconds, "windows": len(features["input_ids"]),
+        windows = sum(len(qa.tokenizer(q, paper["text"], truncation="only_second", max_length=384,
+                                       stride=job["doc_stride"], return_overflowing_tokens=True)["input_ids"])
+                      for q in questions)
+        papers.append({"id": paper["id"], "seconds": seconds, "windows": windows,
                        "answers": [{"start": a["start"], "end": a["end"], "score": float(a["score"])} for a in answers]})
     result = {"transformers": transformers.__version__, "torch": torch.__version__, "threads": torch.get_num_threads(),
               "load_seconds": load_seconds, "papers": papers}

@@ -9,6 +9,12 @@ installs transformers<5 into its own virtual environment (``--ref-venv``, create
 ELECTRA-large configurations built by ``mlpsych.testing.build_model_with_config`` (weights do not change the
 cost of a window). Our reader reads the same papers with the same window length (384) and stride (128):
 fully, and with BM25 retrieval (``--budget`` windows). Model loading is timed separately, not per paper.
+
+``--template`` times a whole template instead of q1 alone: every question of the mlpsych template, q4 once per
+bridge entity (the paper's gold q1 answers, as in reading_cost.py), one model for all of them. The reference
+reads the whole paper per question; ours reads what the fast preset's retrieval picks (packed sentences for q1
+and q2, windows for q3, entity windows plus the general sub-question for q4), all questions of a paper in shared
+batches, selection included in the time.
 The arms run in turn ``--repeat`` times and the median of each is reported, so that the machine's slow
 spells (it is shared) fall on all arms alike. Prints seconds and ratios, not pass/fail.
 """
@@ -47,11 +53,13 @@ def ensure_ref_venv(venv: Path) -> Path:
 
 
 def load_papers(data: Path, count: int, max_words: int, pick: str = "first") -> list[dict]:
-    """``count`` development papers: the first ones, or those closest to the median length (``pick='median'``)."""
+    """``count`` development papers: the first ones, or those closest to the median length (``pick='median'``),
+    with their gold q1 answers (the bridge entities of a whole-template run)."""
     with open(data / "text.json", encoding="utf-8") as handle:
         texts = json.loads(json.load(handle))
     with open(data / "answers_dev.json", encoding="utf-8") as handle:
-        ids = list(json.load(handle)["q1"])
+        q1_gold = json.load(handle)["q1"]
+    ids = list(q1_gold)
     if pick == "median":
         median = statistics.median(len(texts[i].split()) for i in ids)
         ids = sorted(ids, key=lambda i: abs(len(texts[i].split()) - median))
@@ -59,8 +67,39 @@ def load_papers(data: Path, count: int, max_words: int, pick: str = "first") -> 
     for pid in ids[:count]:
         words = texts[pid].split(" ")
         text = " ".join(words[:max_words]) if max_words else texts[pid]
-        papers.append({"id": pid, "text": text})
+        entities = list(dict.fromkeys(" ".join(a["text"].split()) for a in q1_gold[pid]))
+        papers.append({"id": pid, "text": text, "entities": [e for e in entities if e]})
     return papers
+
+
+def template_questions(paper: dict) -> list[tuple[str, str | None, object]]:
+    """(question text, bridge entity, template) of the mlpsych template for this paper, as the paper asks them."""
+    from mlpsych.questions import load_question_set
+
+    asked = []
+    for q in load_question_set("mlpsych").questions:
+        if q.bridge_from:
+            asked += [(q.sub_question(e), e, q) for e in paper["entities"][: q.max_sub_questions]]
+        else:
+            asked.append((q.text, None, q))
+    return asked
+
+
+def template_queries(paper: dict, doc, reader, selector) -> list:
+    """Our queries for the whole template under the fast preset's retrieval (with q4's general sub-question)."""
+    from mlpsych.reader import Query
+    from mlpsych.retrieval import plan_for, restrict
+    from mlpsych.settings import PRESETS
+
+    asked = template_questions(paper)
+    q4 = next(q for _, e, q in asked if q.bridge_from) if any(e for _, e, _ in asked) else None
+    if q4 is not None:
+        asked += [(q4.sub_question(e), e, q4) for e in q4.retrieval.also_ask if e not in paper["entities"]]
+    queries = []
+    for text, entity, q in asked:
+        query = Query(q.id, text, top_k=30, max_answer_tokens=30, bridge_entity=entity)
+        queries.append(restrict(query, plan_for(q.retrieval, PRESETS["fast"].retrieval), selector, reader, doc))
+    return queries
 
 
 def build_models(work: Path, families: list[str], data: Path) -> dict[str, Path]:
@@ -78,7 +117,9 @@ def build_models(work: Path, families: list[str], data: Path) -> dict[str, Path]
     return paths
 
 
-def run_reference(python: Path, model: Path, papers: list[dict], threads: int) -> dict:
+def run_reference(python: Path, model: Path, papers: list[dict], threads: int, template: bool = False) -> dict:
+    if template:
+        papers = [{**p, "questions": [text for text, _, _ in template_questions(p)]} for p in papers]
     job = {"model": str(model), "question": QUESTION, "top_k": 30, "doc_stride": 128, "papers": papers,
            "threads": threads}
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,8 +132,9 @@ def run_reference(python: Path, model: Path, papers: list[dict], threads: int) -
 
 
 def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, threads: int,
-             question_tokens: int | None = None, batch_size: int | None = None) -> dict:
-    """Seconds per paper for our reader; ``budget`` = BM25 retrieval of that many windows, None = full read."""
+             question_tokens: int | None = None, batch_size: int | None = None, template: bool = False) -> dict:
+    """Seconds per paper for our reader; ``budget`` = BM25 retrieval of that many windows, None = full read;
+    ``template``: the whole template with the fast preset's retrieval."""
     import torch
 
     from mlpsych.documents import Document
@@ -112,11 +154,13 @@ def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, th
         doc = Document(id=paper["id"], text=paper["text"])
         tick = time.perf_counter()
         windows = reader.windows(doc)
-        chosen = None
-        if budget:
-            chosen = selector.select(doc, windows, QUESTION, Plan(mode="bm25", budget=budget))
+        if template:
+            queries = template_queries(paper, doc, reader, selector)
+        else:
+            chosen = selector.select(doc, windows, QUESTION, Plan(mode="bm25", budget=budget)) if budget else None
+            queries = [Query("q1", QUESTION, top_k=30, max_answer_tokens=30, windows=chosen)]
         before = reader.windows_read
-        reader.run(doc, [Query("q1", QUESTION, top_k=30, max_answer_tokens=30, windows=chosen)])
+        reader.run(doc, queries)
         out.append({"id": paper["id"], "seconds": time.perf_counter() - tick, "windows": reader.windows_read - before,
                     "all_windows": len(windows)})
         reader._encoded.clear()  # each paper tokenized inside its own timing
@@ -143,6 +187,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-sizes", type=lambda v: [None if x == "auto" else int(x) for x in v.split(",")],
                         default=[None], help="our full read at each of these batch sizes (comma-separated; "
                                              "default auto: the reader's choice for the model on a CPU)")
+    parser.add_argument("--template", action="store_true",
+                        help="time the whole mlpsych template (q1-q4) instead of q1: the reference reads the whole "
+                             "paper per question, ours the fast preset's retrieval")
     parser.add_argument("--repeat", type=int, default=3,
                         help="repetitions; the arms run in turn within each, and medians are reported")
     args = parser.parse_args(argv)
@@ -158,17 +205,22 @@ def main(argv: list[str] | None = None) -> None:
     models = build_models(args.work, families, args.data)
     papers = load_papers(args.data, args.papers, args.max_words, args.pick)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}; "
-          f"{len(papers)} papers, {args.max_words or 'all'} words each; question: q1; "
+          f"{len(papers)} papers, {args.max_words or 'all'} words each; "
+          f"questions: {'the mlpsych template' if args.template else 'q1'}; "
           f"our question room {args.question_tokens or ReaderSettings().question_tokens} tokens")
     for family in families:
         model = models[family]
-        arms = [("reference", lambda: run_reference(python, model, papers, args.threads))]
-        if not args.skip_full:
+        arms = [("reference", lambda: run_reference(python, model, papers, args.threads, args.template))]
+        if args.template:
+            arms.append(("ours, fast preset retrieval", lambda: run_ours(model, papers, None, "fp32", args.threads,
+                                                                         args.question_tokens, template=True)))
+        if not args.skip_full and not args.template:
             for size in args.batch_sizes:
                 arms.append((f"ours, full read, batch {size or 'auto'}", partial(run_ours, model, papers, None, "fp32",
                                                                         args.threads, args.question_tokens, size)))
-        arms.append((f"ours, BM25 {args.budget} windows", lambda: run_ours(model, papers, args.budget, "fp32",
-                                                                          args.threads, args.question_tokens)))
+        if not args.template:
+            arms.append((f"ours, BM25 {args.budget} windows", lambda: run_ours(model, papers, args.budget, "fp32",
+                                                                              args.threads, args.question_tokens)))
         if args.bf16:
             arms.append(("ours, full read, bf16", lambda: run_ours(model, papers, None, "bf16", args.threads,
                                                                    args.question_tokens)))

@@ -11,6 +11,16 @@ from typing import Any
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])")
 
 
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence of ``text`` (without the spaces between sentences)."""
+    spans, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(text)))
+    return [(a, b) for a, b in spans if b > a]
+
+
 @dataclass
 class Document:
     """A paper as plain text.

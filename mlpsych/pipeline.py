@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import platform
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 from tqdm.auto import tqdm
@@ -24,13 +24,14 @@ from mlpsych.merge import merge_spans
 from mlpsych.questions import QuestionSet, QuestionTemplate
 from mlpsych.models import ModelLoadError
 from mlpsych.reader import Query, Reader
-from mlpsych.retrieval import WindowSelector, plan_for
+from mlpsych.retrieval import WindowSelector, plan_for, restrict
 from mlpsych.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
-# Bump when reading changes, so cached spans are not reused across versions (2: long questions borrow from the overlap).
-READER_VERSION = 2
+# Bump when reading changes, so cached spans are not reused across versions (2: long questions borrow from the
+# overlap; 3: passages packed into windows).
+READER_VERSION = 3
 ProgressCallback = Callable[[str, int, int], None]
 NORMALIZE_CHUNK = 16  # answer lists whose prompts are generated together
 # Papers whose windows are read in shared batches: up to this many, or until they have this many windows to read.
@@ -120,20 +121,20 @@ class Pipeline:
         if self._selector is None:
             self._selector = WindowSelector(self.settings.retrieval)
         try:
-            windows = reader.windows(doc)
+            reader.windows(doc)
         except ModelLoadError:
             raise
         except Exception as error:  # a paper the tokenizer chokes on fails in reading, with its own message
             log.debug("%s: windowing failed (%s); reading all windows", doc.id, error)
             return unit.query
-        chosen = self._selector.select(doc, windows, unit.query.text, plan, unit.query.bridge_entity)
-        return replace(unit.query, windows=chosen)
+        return restrict(unit.query, plan, self._selector, reader, doc)
 
     def _read_key(self, doc: Document, model: str, query: Query) -> str:
         return make_key(
             stage="read", version=READER_VERSION, doc=doc.sha256, model=model_fingerprint(model),
             question=query.text, top_k=query.top_k, max_answer_tokens=query.max_answer_tokens,
-            allow_empty=query.allow_empty, windows=query.windows, settings=self.settings.reader.cache_fields(),
+            allow_empty=query.allow_empty, windows=query.windows, passages=query.passages,
+            settings=self.settings.reader.cache_fields(),
         )
 
     def _read(self, units: list[_Unit], result: RunResult, label: str) -> dict[tuple[int, str], list[Span]]:
@@ -188,8 +189,12 @@ class Pipeline:
 
     @staticmethod
     def _windows_to_read(reader: Reader, pending: list[_Pending]) -> int:
-        return sum(len(reader.windows(doc)) if queries[i].windows is None else len(queries[i].windows)
-                   for doc, todo, queries in pending for i in todo)
+        def cost(doc: Document, query: Query) -> int:
+            if query.passages is not None:
+                return len(reader.packed_windows(doc, query.passages, query.text))
+            return len(reader.windows(doc)) if query.windows is None else len(query.windows)
+
+        return sum(cost(doc, queries[i]) for doc, todo, queries in pending for i in todo)
 
     def _read_pending(self, reader: Reader, model: str, pending: list[_Pending],
                       spans: dict[tuple[int, str], list[Span]], result: RunResult, label: str,
@@ -337,7 +342,11 @@ class Pipeline:
 
                 bridge = finals.get((doc.id, q.bridge_from), [])
                 cap = self.settings.max_sub_questions or q.max_sub_questions
-                for entity, text in sub_questions(q, bridge_entities(bridge, cap)):
+                entities = bridge_entities(bridge, cap)
+                if q.retrieval is not None and plan_for(q.retrieval, self.settings.retrieval) is not None:
+                    found = {e.casefold() for e in entities}
+                    entities += [e for e in q.retrieval.also_ask if e.casefold() not in found]
+                for entity, text in sub_questions(q, entities):
                     units.append(_Unit(doc, q, self._query(q, text, entity)))
         return units
 

@@ -44,10 +44,18 @@ class RetrievalSpec(BaseModel):
     # Words added to the question when windows are scored ("software package library version").
     query: str = ""
     # What marks a window worth reading, fused by rank: "question" (BM25/dense on question + query) and the
-    # pattern signals of mlpsych.retrieval_signals ("methods", "software", "aims", "purpose", "early").
-    signals: list[Literal["question", "methods", "software", "aims", "purpose", "early"]] = Field(
+    # pattern signals of mlpsych.retrieval_signals ("methods", "software", "aims", "purpose", "uses", "early").
+    signals: list[Literal["question", "methods", "software", "aims", "purpose", "uses", "early"]] = Field(
         default_factory=lambda: ["question"], min_length=1)
     diverse: bool = False  # prefer windows that name methods/software not yet covered by the windows picked
+    # What is chosen: whole windows, or sentences packed into ``budget`` windows (for answers stated in single
+    # sentences spread over the paper, such as method names). With sentences, the signals rank one after
+    # another (the first decides, the next breaks its ties) and only sentences with some signal are read.
+    unit: Literal["window", "sentence"] = "window"
+    # For a bridged question: entities asked about besides the bridge entities, only when retrieval is on. A
+    # sub-question then reads its entity's windows, not the paper; a general term ("machine learning") reaches
+    # the passages that state purposes without naming a technique, which reading the paper per sub-question did.
+    also_ask: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _budget_range(self) -> "RetrievalSpec":
@@ -90,6 +98,8 @@ class QuestionTemplate(BaseModel):
             raise ValueError(f"a question with bridge_from must contain {self.placeholder} in its text")
         if not self.bridge_from and self.placeholder in self.text:
             raise ValueError(f"{self.placeholder} in the text needs bridge_from (the question that fills it)")
+        if not self.bridge_from and self.retrieval is not None and self.retrieval.also_ask:
+            raise ValueError("retrieval.also_ask names sub-questions: it needs bridge_from")
         return self
 
     @property

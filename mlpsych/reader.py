@@ -7,10 +7,11 @@ start/end logits decoded into spans ranked together across all windows, with cha
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -58,17 +59,25 @@ class Query:
     allow_empty: bool = False
     bridge_entity: str | None = None
     windows: tuple[int, ...] | None = None  # only these windows (retrieval); None = all
+    # Or only these char ranges of the paper (retrieval by sentence), packed into windows: see ``pack_passages``.
+    passages: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass
 class Window:
-    """A run of document tokens ``[token_start, token_end)`` covering ``[char_start, char_end)``."""
+    """A run of document tokens ``[token_start, token_end)`` covering ``[char_start, char_end)``, or, for a window
+    packed from passages, the token ranges ``pieces`` within those bounds, read one after the other."""
 
     index: int
     token_start: int
     token_end: int
     char_start: int
     char_end: int
+    pieces: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def token_ranges(self) -> tuple[tuple[int, int], ...]:
+        return self.pieces or ((self.token_start, self.token_end),)
 
 
 @dataclass
@@ -155,11 +164,14 @@ def decode_window(
     max_answer_tokens: int,
     null_index: int = 0,
     window: int = 0,
+    pieces: np.ndarray | None = None,
 ) -> tuple[list[WindowCandidate], float]:
     """SQuAD2 decoding of one window: top-n starts x top-n ends, inside the context, end >= start, length-bounded.
 
     Scores are normalized over the window (context tokens plus the no-answer position), so spans of different
-    windows compare as the paper's pipeline compared them. Returns the candidates and the window's null score.
+    windows compare as the paper's pipeline compared them. In a window packed from passages, ``pieces`` gives
+    each position's passage: a span must start and end in the same one (the text between two is not read).
+    Returns the candidates and the window's null score.
     """
     allowed = context_mask.astype(bool).copy()
     allowed[null_index] = True
@@ -177,7 +189,7 @@ def decode_window(
     candidates = []
     for s in top_starts:
         for e in top_ends:
-            if e < s or e - s + 1 > max_answer_tokens:
+            if e < s or e - s + 1 > max_answer_tokens or (pieces is not None and pieces[s] != pieces[e]):
                 continue
             char_start, char_end = offsets[s][0], offsets[e][1]
             if char_end <= char_start:
@@ -228,6 +240,47 @@ def make_windows(offsets: Sequence[tuple[int, int]], context_tokens: int, stride
         if end >= n:
             return windows
         start += step
+
+
+def pack_passages(offsets: Sequence[tuple[int, int]], passages: Sequence[tuple[int, int]], capacity: int,
+                  stride: int, starts: Sequence[int] | None = None) -> list[Window]:
+    """Windows holding the tokens of the given char ranges, in paper order, at most ``capacity`` tokens each.
+
+    Retrieval by sentence reads a paper's best sentences, not its best windows: the sentences naming methods are
+    spread over the paper, and whole windows around them are mostly other text. Touching or overlapping ranges
+    become one piece; a piece is never split between windows unless it is longer than a window, when it is cut
+    like a paper (consecutive parts share ``stride`` tokens). ``starts``: the tokens' first chars, if known.
+    """
+    if stride >= capacity:
+        raise ValueError(f"stride ({stride}) must be smaller than the window's context ({capacity} tokens)")
+    starts = starts if starts is not None else [a for a, _ in offsets]
+    merged: list[list[int]] = []
+    for a, b in sorted(passages):
+        first, last = bisect.bisect_left(starts, a), bisect.bisect_left(starts, b)
+        if last <= first:
+            continue
+        if merged and first <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    pieces = []
+    for first, last in merged:
+        while True:
+            end = min(first + capacity, last)
+            pieces.append((first, end))
+            if end >= last:
+                break
+            first += capacity - stride
+    packed: list[list[tuple[int, int]]] = []
+    used = capacity
+    for piece in pieces:
+        if used + piece[1] - piece[0] > capacity:
+            packed.append([])
+            used = 0
+        packed[-1].append(piece)
+        used += piece[1] - piece[0]
+    return [Window(i, p[0][0], p[-1][1], offsets[p[0][0]][0], offsets[p[-1][1] - 1][1], tuple(p))
+            for i, p in enumerate(packed)]
 
 
 class Reader:
@@ -317,6 +370,18 @@ class Reader:
     def windows(self, doc: Document) -> list[Window]:
         return self.encode(doc).windows
 
+    def packed_windows(self, doc: Document, passages: Sequence[tuple[int, int]], question: str = "") -> list[Window]:
+        """The windows that reading ``passages`` of ``doc`` for ``question`` costs (see ``pack_passages``)."""
+        return self.packer(doc, question)(passages)
+
+    def packer(self, doc: Document, question: str = "") -> Callable[[Sequence[tuple[int, int]]], list[Window]]:
+        """``packed_windows`` for one paper and question, for callers that try many sets of passages."""
+        self.load_tokenizer()
+        encoded = self.encode(doc)
+        extra = max(0, len(self._question_ids(question)) - self.settings.question_tokens) if question else 0
+        capacity, starts = self.context_tokens - extra, [a for a, _ in encoded.offsets]
+        return lambda passages: pack_passages(encoded.offsets, passages, capacity, self.settings.stride, starts)
+
     def _question_ids(self, text: str) -> list[int]:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         limit = self.settings.question_tokens + self.settings.stride // 2
@@ -324,41 +389,46 @@ class Reader:
             log.debug("question cut to %d tokens: %r", limit, text)
         return ids[:limit]
 
-    def _context(self, window: Window, n_windows: int, q_len: int) -> tuple[int, int]:
-        """Tokens of ``window`` read with a question of ``q_len`` tokens: a question longer than its room takes
-        the extra tokens from the window's end (its start for the last window), which the neighbour also reads."""
+    def _context(self, window: Window, n_windows: int, q_len: int) -> tuple[tuple[int, int], ...]:
+        """Token ranges of ``window`` read with a question of ``q_len`` tokens: a question longer than its room
+        takes the extra tokens from the window's end (its start for the last window), which the neighbour also
+        reads. Packed windows were packed for their question's length and are read whole."""
         extra = max(0, q_len - self.settings.question_tokens)
-        if extra == 0:
-            return window.token_start, window.token_end
+        if extra == 0 or window.pieces:
+            return window.token_ranges
         if window.index == n_windows - 1 and n_windows > 1:
-            return window.token_start + extra, window.token_end
-        return window.token_start, max(window.token_start + 1, window.token_end - extra)
+            return ((window.token_start + extra, window.token_end),)
+        return ((window.token_start, max(window.token_start + 1, window.token_end - extra)),)
 
     def _features(self, papers: Sequence[tuple[Document, Sequence[Query]]]):
-        """(job, window, question ids, context tokens read, length) per feature, job = (paper index, query index):
-        cheap, built for all the papers of a call at once."""
+        """(job, window, question ids, context token ranges read, length) per feature, job = (paper index, query
+        index): cheap, built for all the papers of a call at once."""
         plan = []
         for pi, (doc, queries) in enumerate(papers):
             encoded = self.encode(doc)
             for qi, query in enumerate(queries):
                 q_ids = self._question_ids(query.text)
-                chosen = encoded.windows if query.windows is None else [encoded.windows[i] for i in query.windows]
+                if query.passages is not None:
+                    chosen = self.packed_windows(doc, query.passages, query.text)
+                elif query.windows is not None:
+                    chosen = [encoded.windows[i] for i in query.windows]
+                else:
+                    chosen = encoded.windows
                 for window in chosen:
-                    start, end = self._context(window, len(encoded.windows), len(q_ids))
-                    length = self._template.special_count + len(q_ids) + end - start
-                    plan.append(((pi, qi), window, q_ids, (start, end), length))
+                    context = self._context(window, len(encoded.windows), len(q_ids))
+                    length = self._template.special_count + len(q_ids) + sum(b - a for a, b in context)
+                    plan.append(((pi, qi), window, q_ids, context, length))
         return plan
 
     def _build(self, encoded: EncodedDocument, job: tuple[int, int], window: Window, q_ids: list[int],
-               context: tuple[int, int]):
+               context: tuple[tuple[int, int], ...]):
         """Model inputs of one feature, built only when its batch is read (windows in flight stay bounded)."""
         t = self._template
-        start, end = context
-        ctx = encoded.ids[start:end]
+        ctx = [token for a, b in context for token in encoded.ids[a:b]]
         ids = t.prefix + q_ids + t.middle + ctx + t.suffix
         ctx_offset = len(t.prefix) + len(q_ids) + len(t.middle)
         types = t.type_prefix + [t.question_type] * len(q_ids) + t.type_middle + [t.context_type] * len(ctx) + t.type_suffix
-        return (job, window, ids, types, ctx_offset, start, end)
+        return (job, window, ids, types, ctx_offset, context)
 
     def run(self, doc: Document, queries: Sequence[Query]) -> dict[int, list[Span]]:
         """Read ``doc`` for each query; returns spans per query index, best first."""
@@ -393,15 +463,20 @@ class Reader:
                 continue
             position += len(batch)
             self.windows_read += len(batch)
-            for row, ((pi, qi), window, ids, _, ctx_offset, ctx_start, ctx_end) in enumerate(batch):
+            for row, ((pi, qi), window, ids, _, ctx_offset, context) in enumerate(batch):
                 length = len(ids)
                 mask = np.zeros(length, dtype=bool)
-                mask[ctx_offset : ctx_offset + ctx_end - ctx_start] = True
-                offsets = [(0, 0)] * ctx_offset + encoded[pi].offsets[ctx_start:ctx_end]
+                offsets = [(0, 0)] * ctx_offset
+                pieces = np.full(length, -1) if len(context) > 1 else None
+                for piece, (a, b) in enumerate(context):
+                    if pieces is not None:
+                        pieces[len(offsets) : len(offsets) + b - a] = piece
+                    offsets += encoded[pi].offsets[a:b]
+                mask[ctx_offset : len(offsets)] = True
                 offsets += [(0, 0)] * (length - len(offsets))
                 found, null = decode_window(
                     starts[row, :length], ends[row, :length], mask, offsets, n_best=self.settings.n_best,
-                    max_answer_tokens=papers[pi][1][qi].max_answer_tokens, window=window.index,
+                    max_answer_tokens=papers[pi][1][qi].max_answer_tokens, window=window.index, pieces=pieces,
                 )
                 candidates[(pi, qi)].extend(found)
                 nulls[(pi, qi)].append(null)

@@ -13,6 +13,10 @@ stated where the paper speaks of "machine learning" in general, not of the techn
 A template can say what else marks a window worth reading (``retrieval.signals``, see
 :mod:`mlpsych.retrieval_signals`): method names for q1, software names for q2, aims for q3. Several signals are
 combined by reciprocal-rank fusion; ``diverse`` picks windows that add methods not yet covered.
+
+With ``unit: sentence`` the selector picks sentences instead of windows, and the reader packs them into windows
+(:func:`mlpsych.reader.pack_passages`): a paper names its methods in a few dozen sentences spread over all its
+sections, which fill a handful of windows, while the windows around them are mostly other text.
 """
 
 from __future__ import annotations
@@ -20,14 +24,14 @@ from __future__ import annotations
 import logging
 import math
 import re
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
-from mlpsych.documents import Document
+from mlpsych.documents import Document, sentence_spans
 from mlpsych.questions import RetrievalSpec
-from mlpsych.reader import Window
+from mlpsych.reader import Query, Reader, Window
 from mlpsych.retrieval_signals import TERM_SIGNALS, diverse_order, reciprocal_rank_fusion, signal_scores, window_terms
 from mlpsych.settings import RetrievalSettings
 
@@ -144,6 +148,7 @@ class Plan:
     entity_extra: int = 0  # a bridged sub-question also reads this many best windows of the whole paper
     share: float | None = None  # read this share of the paper's windows, at least ``budget``
     max_budget: int | None = None  # and at most this many
+    unit: str = "window"  # or "sentence": sentences packed into the budget's windows
 
     def windows_for(self, n_windows: int) -> int:
         """The budget for a paper cut into ``n_windows`` windows."""
@@ -165,7 +170,8 @@ def plan_for(spec: RetrievalSpec | None, settings: RetrievalSettings) -> Plan | 
         "budget": spec.budget, "share": spec.share, "max_budget": spec.max_budget}
     return Plan(mode=settings.mode or template_mode, neighbours=settings.neighbours,
                 entity_anchor=settings.entity_anchor, entity_budget=settings.entity_budget, terms=spec.query,
-                signals=tuple(spec.signals), diverse=spec.diverse, entity_extra=settings.entity_extra, **sized)
+                signals=tuple(spec.signals), diverse=spec.diverse, entity_extra=settings.entity_extra, unit=spec.unit,
+                **sized)
 
 
 class WindowSelector:
@@ -223,6 +229,35 @@ class WindowSelector:
             chosen.update(j for d in range(1, plan.neighbours + 1) for j in (i - d, i + d) if 0 <= j < len(windows))
         return None if len(chosen) == len(windows) else tuple(sorted(chosen))
 
+    def select_sentences(self, doc: Document, question: str, plan: Plan, pack: Callable[[list], list],
+                         n_windows: int, entity: str | None = None) -> tuple[tuple[int, int], ...] | None:
+        """Char ranges of the sentences to read, in paper order; None when they would cost every window.
+
+        Sentences are ranked by the plan's signals one after another (the first decides, the next breaks ties;
+        sentences naming a bridged entity first) and taken best first while ``pack`` (passages -> the windows
+        they fill) stays within the budget. Only sentences with some signal are read; if none has one, the
+        question's own words rank them, and if none has those either, every window is read (None).
+        """
+        sentences = sentence_spans(doc.text)
+        texts = [doc.text[a:b] for a, b in sentences]
+        keys = [self._scores(plan.mode, f"{question} {plan.terms}".strip(), texts) if s == "question"
+                else signal_scores(s, texts) for s in plan.signals]
+        if entity and plan.entity_anchor:
+            names = entity_names(entity, doc.text)
+            keys.insert(0, np.asarray([float(mentions_entity(names, t)) for t in texts]))
+        if not any((k > 0).any() for k in keys):
+            keys = [bm25_scores(question, texts)]
+        useful = np.flatnonzero(np.any([k > 0 for k in keys], axis=0))
+        order = useful[np.lexsort(tuple(-k[useful] for k in reversed(keys)))]
+        budget = plan.windows_for(n_windows)
+        chosen: list[tuple[int, int]] = []
+        for i in order:
+            if len(pack(chosen + [sentences[i]])) <= budget:
+                chosen.append(sentences[i])
+        if not chosen or len(pack(chosen)) >= n_windows:
+            return None
+        return tuple(sorted(chosen))
+
     def _anchored_windows(self, doc: Document, windows: Sequence[Window], entity: str) -> list[int]:
         key = (doc.sha256, entity, tuple((w.char_start, w.char_end) for w in windows))
         if key not in self._anchored:
@@ -234,3 +269,17 @@ class WindowSelector:
     def release(self) -> None:
         self._dense = None
         self._anchored.clear()
+
+
+def restrict(query: Query, plan: Plan | None, selector: WindowSelector, reader: Reader, doc: Document) -> Query:
+    """``query`` limited to the windows (or packed sentences) retrieval picks in ``doc``; as is for a full read.
+
+    Only the reader's tokenizer is needed (no model is loaded)."""
+    if plan is None:
+        return query
+    windows = reader.windows(doc)
+    if plan.unit == "sentence":
+        passages = selector.select_sentences(doc, query.text, plan, reader.packer(doc, query.text), len(windows),
+                                             query.bridge_entity)
+        return replace(query, passages=passages)
+    return replace(query, windows=selector.select(doc, windows, query.text, plan, query.bridge_entity))

@@ -9,6 +9,8 @@ not contain. Each signal here scores windows by what answers of a kind look like
 * ``software``: distinct software, package and language names, "package"/"library"/"toolbox", version numbers;
 * ``aims``: phrases that state a study's aim or research question ("we aimed to", "whether", "hypothesis");
 * ``purpose``: "used / applied / employed ... to / for", "in order to", "goal", "purpose";
+* ``uses``: first-person statements of a method or tool being used ("we used", "we applied", "we trained"),
+  which name methods and software the vocabularies above do not know;
 * ``early``: earlier windows first (aims and research questions sit in the abstract and introduction).
 
 ``methods`` and ``software`` also give each window its set of matched terms, so a selection can prefer windows
@@ -23,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-SIGNALS = ("question", "methods", "software", "aims", "purpose", "early")
+SIGNALS = ("question", "methods", "software", "aims", "purpose", "uses", "early")
 # Signals whose matched terms can drive a diversity-aware selection.
 TERM_SIGNALS = ("methods", "software")
 
@@ -77,6 +79,10 @@ _VERSION = re.compile(r"\b(?:version|v\.?)\s*\d+(?:\.\d+)+|\b\d+\.\d+\.\d+\b", r
 _PURPOSE = re.compile(r"\b(?:used|use|using|applied|apply|employed|utili[sz]ed|adopted|performed|conducted)\b"
                       r"[^.]{0,120}?\b(?:to|for)\b|\bin order to\b|\b(?:aims?|aimed|goal|purpose|objective)\b",
                       re.IGNORECASE)
+
+_USES = re.compile(r"\b(?:we|I)\s+(?:\w+\s+){0,2}?(?:used|use|applied|apply|employed|trained|train|calculated|"
+                   r"computed|fitted|fit|estimated|ran|conducted|performed|implemented|built|developed|adopted|"
+                   r"utili[sz]ed|chose|selected)\b", re.IGNORECASE)
 
 
 def _terms(block: str) -> list[str]:
@@ -141,6 +147,8 @@ def signal_scores(signal: str, texts: Sequence[str]) -> np.ndarray:
         return np.asarray([len(_patterns()["aims"].findall(t)) for t in texts], dtype=np.float64)
     if signal == "purpose":
         return np.asarray([len(_PURPOSE.findall(t)) for t in texts], dtype=np.float64)
+    if signal == "uses":
+        return np.asarray([len(_USES.findall(t)) for t in texts], dtype=np.float64)
     if signal == "early":
         return -np.arange(len(texts), dtype=np.float64)
     raise ValueError(f"unknown retrieval signal {signal!r} (choose from: {', '.join(SIGNALS)})")

@@ -113,9 +113,10 @@ PRESETS: dict[str, Preset] = {
     ),
     "fast": Preset(
         name="fast",
-        description="Laptop-friendly: BM25 and the templates' retrieval signals pick the windows worth reading "
-                    "(a sub-question reads its entity's two best windows plus the paper's best for it) and one "
-                    "base-size SQuAD2 reader per question replaces the large ensembles.",
+        description="Laptop-friendly: BM25 and the templates' retrieval signals pick what is worth reading "
+                    "(sentences naming methods or software packed into a few windows, the best windows for the "
+                    "others; a sub-question reads its entity's two best windows plus the paper's best for it) and "
+                    "one base-size SQuAD2 reader per question replaces the large ensembles.",
         retrieval=RetrievalSettings(read="retrieve", mode="bm25", budget=None, neighbours=0, entity_anchor=True,
                                     entity_budget=2, entity_extra=1),
         model_substitutions=dict(ONE_READER_SUBSTITUTES),

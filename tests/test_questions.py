@@ -48,6 +48,10 @@ def test_user_questions_in_yaml_and_json(tmp_path):
         ("questions:\n  - id: a\n    text: What was __PLACEHOLDER__ for?\n    models: [m]\n    bridge_from: b\n"
          "  - id: b\n    text: What was __PLACEHOLDER__ about?\n    models: [m]\n    bridge_from: a\n", "bridge cycle"),
         ("questions:\n  - id: a\n    text: What was __PLACEHOLDER__ for?\n    models: [m]\n", "needs bridge_from"),
+        ("questions:\n  - id: a\n    text: What was used?\n    models: [m]\n    retrieval: {also_ask: [x]}\n",
+         "also_ask names sub-questions: it needs bridge_from"),
+        ("questions:\n  - id: a\n    text: What was used?\n    models: [m]\n    retrieval: {unit: paragraph}\n",
+         "question 'a': field 'retrieval.unit'"),
         ("questions: [\n", "cannot be read as YAML"),
         ("- just a list\n", "expected a mapping"),
         ("questions:\n  - id: a\n    text: One?\n    models: [m]\n  - id: a\n    text: Two?\n    models: [m]\n", "appears twice"),

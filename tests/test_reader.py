@@ -79,7 +79,7 @@ def test_a_long_question_borrows_from_the_overlap_and_leaves_no_token_unread(tin
     long_question = "Which of the machine learning techniques named in this paper were used for classification?"
     q_ids = reader._question_ids(long_question)
     assert len(q_ids) == 8 + 24 // 2  # room plus half the stride; the rest of the question is cut
-    read = [reader._context(w, len(windows), len(q_ids)) for w in windows]
+    read = [reader._context(w, len(windows), len(q_ids))[0] for w in windows]
     for (start, end), w in zip(read, windows):
         assert end - start == (w.token_end - w.token_start) - 12 and w.token_start <= start < end <= w.token_end
         assert reader._template.special_count + len(q_ids) + (end - start) <= 96  # fits the model
@@ -88,7 +88,7 @@ def test_a_long_question_borrows_from_the_overlap_and_leaves_no_token_unread(tin
 
     spans = reader.run(doc, [Query("q", long_question, 20, 8)])[0]
     assert len(spans) == 20 and all(s.text == TEXT[s.start : s.end] for s in spans)
-    assert reader._context(windows[1], len(windows), 8) == (windows[1].token_start, windows[1].token_end)
+    assert reader._context(windows[1], len(windows), 8) == ((windows[1].token_start, windows[1].token_end),)
 
 
 def test_papers_read_together_share_batches_and_give_the_same_spans(tiny_models):
@@ -122,3 +122,22 @@ def test_batch_size_left_open_is_chosen_for_the_device_and_model(tiny_models):
     fixed = Reader(str(tiny_models["deberta-v2"]), ReaderSettings(max_length=96, stride=24, batch_size=4, device="cpu"))
     fixed.warm_up()
     assert fixed._batch_size == 4
+
+
+def test_passages_are_read_packed_and_answers_stay_inside_them(tiny_models):
+    from mlpsych.documents import sentence_spans
+
+    doc = Document(id="d", text=TEXT)
+    sentences = sentence_spans(TEXT)
+    chosen = (sentences[3], sentences[17], sentences[18], sentences[35])  # 17 and 18 touch: one passage
+    reader = Reader(str(tiny_models["bert"]), ReaderSettings(max_length=96, stride=24, question_tokens=24))
+    query = Query("q1", "What methods were used?", 30, 8, passages=chosen)
+    packed = reader.packed_windows(doc, chosen, query.text)
+    assert 1 < len(packed) < len(reader.windows(doc))
+    spans = reader.run(doc, [query])[0]
+    assert reader.windows_read == len(packed)
+    assert len(spans) == 30
+    for s in spans:  # each answer lies inside one passage (17 + 18 count as one)
+        assert any(a <= s.start and s.end <= b for a, b in (sentences[3], (sentences[17][0], sentences[18][1]),
+                                                           sentences[35]))
+        assert s.text == TEXT[s.start : s.end]

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mlpsych.reader import WindowCandidate, decode_window, make_windows, rank_candidates
+from mlpsych.reader import WindowCandidate, decode_window, make_windows, pack_passages, rank_candidates
 
 NEG = -20.0
 
@@ -96,3 +96,32 @@ def test_windows_overlap_by_stride_and_cover_everything():
     with pytest.raises(ValueError):
         make_windows(offsets, context_tokens=4, stride=4)
     assert make_windows([], context_tokens=10, stride=4) == []
+
+
+def test_a_span_of_a_packed_window_stays_inside_one_passage():
+    # Positions 4-5 come from one passage, 6-8 from another (text between them was not read).
+    pieces = np.array([-1, -1, -1, -1, 0, 0, 1, 1, 1, -1])
+    start = _logits(10, {5: 10.0, 6: 9.0})
+    end = _logits(10, {6: 10.0, 5: 9.0})
+    found, _ = decode_window(start, end, CONTEXT, OFFSETS, n_best=2, max_answer_tokens=5, pieces=pieces)
+    spans = {(c.char_start, c.char_end) for c in found}
+    assert (3, 8) not in spans  # would join the two passages
+    assert spans == {(3, 5), (6, 8)}
+    unpacked, _ = decode_window(start, end, CONTEXT, OFFSETS, n_best=2, max_answer_tokens=5)
+    assert (3, 8) in {(c.char_start, c.char_end) for c in unpacked}
+
+
+def test_passages_are_packed_in_paper_order_without_splitting_them():
+    offsets = [(i * 10, i * 10 + 5) for i in range(100)]  # token i covers chars [10 i, 10 i + 5)
+    # Tokens 0-9, 10-29 (touching: one piece), 50-59, 60-61 (touching), 90-99; capacity 25.
+    passages = [(900, 1000), (0, 100), (100, 300), (500, 600), (600, 615)]
+    windows = pack_passages(offsets, passages, capacity=25, stride=5)
+    assert [w.pieces for w in windows] == [((0, 25),), ((20, 30), (50, 62)), ((90, 100),)]
+    assert all(sum(b - a for a, b in w.pieces) <= 25 for w in windows)
+    assert (windows[1].char_start, windows[1].char_end) == (200, 615)
+    # Every token of every passage is read.
+    read = {t for w in windows for a, b in w.pieces for t in range(a, b)}
+    assert read == set(range(0, 30)) | set(range(50, 62)) | set(range(90, 100))
+    assert pack_passages(offsets, [], capacity=25, stride=5) == []
+    with pytest.raises(ValueError):
+        pack_passages(offsets, passages, capacity=5, stride=5)

@@ -252,9 +252,10 @@ def test_template_retrieval_blocks_do_not_change_the_faithful_default():
         assert plan_for(q.retrieval, RetrievalSettings()) is None
         assert plan_for(q.retrieval, PRESETS["paper"].retrieval) is None
     q1 = plan_for(questions.get("q1").retrieval, PRESETS["fast"].retrieval)
-    assert (q1.budget, q1.share, q1.signals, q1.diverse) == (9, None, ("methods",), True)
+    assert (q1.unit, q1.budget, q1.signals) == ("sentence", 5, ("methods", "uses"))
     q4 = plan_for(questions.get("q4").retrieval, PRESETS["fast"].retrieval)
-    assert (q4.entity_budget, q4.entity_extra, q4.signals) == (2, 1, ("question", "purpose"))
+    assert (q4.unit, q4.entity_budget, q4.entity_extra, q4.signals) == ("window", 2, 1, ("question", "purpose"))
+    assert questions.get("q4").retrieval.also_ask == ["machine learning"]
     spec = RetrievalSpec(mode="bm25", budget=2, query="software package", signals=["question", "software"])
     assert plan_for(spec, RetrievalSettings()) == Plan(mode="bm25", budget=2, terms="software package",
                                                        signals=("question", "software"))
@@ -272,3 +273,80 @@ def test_a_share_of_the_paper_is_read_between_the_budget_and_its_cap():
     assert plan_for(spec, RetrievalSettings(read="retrieve", budget=5)).windows_for(40) == 5
     with pytest.raises(ValueError, match="max_budget"):
         RetrievalSpec(budget=5, max_budget=3)
+
+
+def _sentence_packer(doc: Document, capacity_chars: int):
+    """Stands in for a reader's packing: passages fill windows of ``capacity_chars`` characters, in order."""
+    def pack(passages):
+        windows, used = [], capacity_chars
+        for a, b in sorted(passages):
+            if used + b - a > capacity_chars:
+                windows.append([])
+                used = 0
+            windows[-1].append((a, b))
+            used += b - a
+        return windows
+    return pack
+
+
+def test_sentences_are_chosen_by_their_signals_within_the_budget():
+    doc, windows = made_up_paper()
+    plan = Plan(mode="bm25", budget=1, signals=("methods", "uses"), unit="sentence")
+    selector = WindowSelector()
+    text = doc.text
+    # One window of 200 characters holds two sentences: the two naming most methods (SVM: 3.3, SVMs + random
+    # forest + test set: 2.3), not the one saying "we trained" (0.6 methods).
+    chosen = selector.select_sentences(doc, "What methods were used?", plan, _sentence_packer(doc, 200), len(windows))
+    assert [text[a:b] for a, b in chosen] == [PARAGRAPHS[3], PARAGRAPHS[4]]
+    # Two windows: every sentence with a signal, in paper order; those without one (0, 2, 6) are never read.
+    chosen = selector.select_sentences(doc, "What methods were used?", Plan(**{**plan.__dict__, "budget": 2}),
+                                       _sentence_packer(doc, 200), len(windows))
+    assert [text[a:b] for a, b in chosen] == [PARAGRAPHS[1], PARAGRAPHS[3], PARAGRAPHS[4], PARAGRAPHS[5]]
+    # Sentences that would fill as many windows as the paper has are not worth packing: the paper is read (None).
+    assert selector.select_sentences(doc, "What methods were used?", Plan(**{**plan.__dict__, "budget": 7}),
+                                     _sentence_packer(doc, 10), n_windows=4) is None
+
+
+def test_uses_signal_counts_first_person_statements_of_use():
+    from mlpsych.retrieval_signals import signal_scores
+
+    texts = ["We used missForest to impute missing data.", "We thus calculated the frequency of bi-grams.",
+             "Prior studies used surveys.", "I applied the method and we then trained it."]
+    assert signal_scores("uses", texts).tolist() == [1.0, 1.0, 0.0, 2.0]
+
+
+def test_pipeline_reads_packed_sentences_and_asks_the_general_sub_question(tiny_models, tmp_path):
+    from mlpsych.documents import sentence_spans
+
+    model = str(tiny_models["bert"])
+    filler = " ".join(f"Paragraph {i} describes the sample and its recruitment in detail." for i in range(60))
+    text = (f"{filler} We trained random forests and support vector machines (SVM) on the essays. {filler} "
+            f"Machine learning was used to predict loneliness from text. {filler}")
+    doc = Document(id="p", text=text)
+    questions = QuestionSet.model_validate({"name": "t", "questions": [
+        {"id": "q1", "text": "What machine learning techniques were used?", "models": [model], "top_k": 3,
+         "retrieval": {"mode": "bm25", "unit": "sentence", "budget": 1, "signals": ["methods", "uses"]}},
+        {"id": "q4", "text": "What was __PLACEHOLDER__ used for?", "models": [model], "bridge_from": "q1",
+         "top_k": 2, "max_sub_questions": 2,
+         "retrieval": {"mode": "bm25", "budget": 1, "also_ask": ["machine learning"]}}]})
+    reader = ReaderSettings(max_length=64, stride=16, question_tokens=16)
+    settings = RunSettings(reader=reader, llm=LLMSettings(enabled=False),
+                           retrieval=RetrievalSettings(read="retrieve", entity_budget=1))
+    pipe = Pipeline(questions, settings, cache=ResultCache(tmp_path / "c"), progress=False)
+    result = pipe.run([doc])
+    q1 = [a for a in result.answers if a.question_id == "q1" and a.stage == "extractive"]
+    method_sentences = [(a, b) for a, b in sentence_spans(text) if "random forests" in text[a:b]
+                        or "Machine learning" in text[a:b]]
+    for answer in q1:  # q1 read only the sentences with a signal, so its answers come from them
+        assert all(any(a <= s.start and s.end <= b for a, b in method_sentences) for s in answer.spans)
+    entities = {a.bridge_entity for a in result.answers if a.question_id == "q4"}
+    assert "machine learning" in entities  # asked besides q1's answers, because retrieval is on
+    full = Pipeline(questions, settings.model_copy(update={"retrieval": RetrievalSettings(read="all")}),
+                    cache=ResultCache(tmp_path / "full"), progress=False)
+    full_result = full.run([doc])
+    assert "machine learning" not in {a.bridge_entity for a in full_result.answers if a.question_id == "q4"} or \
+        any(a.text.casefold() == "machine learning" for a in full_result.answers if a.question_id == "q1")
+    assert pipe.windows_read < full.windows_read
+    again = Pipeline(questions, settings, cache=ResultCache(tmp_path / "c"), progress=False)
+    again.run([doc])
+    assert again.windows_read == 0  # the packed reads were cached under their passages
