@@ -12,9 +12,10 @@ fully, and with BM25 retrieval (``--budget`` windows). Model loading is timed se
 
 ``--template`` times a whole template instead of q1 alone: every question of the mlpsych template, q4 once per
 bridge entity (the paper's gold q1 answers, as in reading_cost.py), one model for all of them. The reference
-reads the whole paper per question; ours reads what the fast preset's retrieval picks (packed sentences for q1
-and q2, windows for q3, entity windows plus the general sub-question for q4), all questions of a paper in shared
-batches, selection included in the time.
+reads the whole paper per question (with ``--ensembles``, per question and ensemble model, as the paper's
+approach does: the same saved model stands for each member); ours reads what the fast preset's retrieval picks
+(packed sentences for q1 and q2, windows for q3, entity windows plus the general sub-question for q4), once per
+question, all questions of a paper in shared batches, selection included in the time.
 The arms run in turn ``--repeat`` times and the median of each is reported, so that the machine's slow
 spells (it is shared) fall on all arms alike. Prints seconds and ratios, not pass/fail.
 """
@@ -72,16 +73,18 @@ def load_papers(data: Path, count: int, max_words: int, pick: str = "first") -> 
     return papers
 
 
-def template_questions(paper: dict) -> list[tuple[str, str | None, object]]:
-    """(question text, bridge entity, template) of the mlpsych template for this paper, as the paper asks them."""
+def template_questions(paper: dict, ensembles: bool = False) -> list[tuple[str, str | None, object]]:
+    """(question text, bridge entity, template) of the mlpsych template for this paper, as the paper asks them;
+    with ``ensembles``, once per model of the template's ensemble (the same saved model stands for each)."""
     from mlpsych.questions import load_question_set
 
     asked = []
     for q in load_question_set("mlpsych").questions:
+        reads = len(q.models) if ensembles else 1
         if q.bridge_from:
-            asked += [(q.sub_question(e), e, q) for e in paper["entities"][: q.max_sub_questions]]
+            asked += [(q.sub_question(e), e, q) for e in paper["entities"][: q.max_sub_questions]] * reads
         else:
-            asked.append((q.text, None, q))
+            asked += [(q.text, None, q)] * reads
     return asked
 
 
@@ -117,9 +120,10 @@ def build_models(work: Path, families: list[str], data: Path) -> dict[str, Path]
     return paths
 
 
-def run_reference(python: Path, model: Path, papers: list[dict], threads: int, template: bool = False) -> dict:
+def run_reference(python: Path, model: Path, papers: list[dict], threads: int, template: bool = False,
+                  ensembles: bool = False) -> dict:
     if template:
-        papers = [{**p, "questions": [text for text, _, _ in template_questions(p)]} for p in papers]
+        papers = [{**p, "questions": [text for text, _, _ in template_questions(p, ensembles)]} for p in papers]
     job = {"model": str(model), "question": QUESTION, "top_k": 30, "doc_stride": 128, "papers": papers,
            "threads": threads}
     with tempfile.TemporaryDirectory() as tmp:
@@ -190,6 +194,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--template", action="store_true",
                         help="time the whole mlpsych template (q1-q4) instead of q1: the reference reads the whole "
                              "paper per question, ours the fast preset's retrieval")
+    parser.add_argument("--ensembles", action="store_true",
+                        help="with --template: the reference reads each question once per model of the template's "
+                             "ensemble (q1-q3: two), as the paper's approach does, the same saved model standing "
+                             "for each; ours reads each once (the fast preset's one reader per question)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="repetitions; the arms run in turn within each, and medians are reported")
     args = parser.parse_args(argv)
@@ -206,11 +214,13 @@ def main(argv: list[str] | None = None) -> None:
     papers = load_papers(args.data, args.papers, args.max_words, args.pick)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}; "
           f"{len(papers)} papers, {args.max_words or 'all'} words each; "
-          f"questions: {'the mlpsych template' if args.template else 'q1'}; "
+          f"questions: {'the mlpsych template' if args.template else 'q1'}"
+          f"{' (reference: every question per ensemble model)' if args.ensembles else ''}; "
           f"our question room {args.question_tokens or ReaderSettings().question_tokens} tokens")
     for family in families:
         model = models[family]
-        arms = [("reference", lambda: run_reference(python, model, papers, args.threads, args.template))]
+        arms = [("reference", lambda: run_reference(python, model, papers, args.threads, args.template,
+                                                    args.ensembles))]
         if args.template:
             arms.append(("ours, fast preset retrieval", lambda: run_ours(model, papers, None, "fp32", args.threads,
                                                                          args.question_tokens, template=True)))

@@ -1,8 +1,9 @@
 """Long-document extractive QA with SQuAD2-tuned encoders: windows, batching, span decoding, the null score.
 
 transformers 5 has no question-answering pipeline, so this module is ours. A paper is tokenized once per
-tokenizer; overlapping windows of it are paired with each question, read in length-sorted batches, and the
-start/end logits decoded into spans ranked together across all windows, with char offsets into the paper.
+tokenizer; overlapping windows of it (or windows packed from the sentences retrieval chose) are paired with each
+question, read in length-sorted batches, and the start/end logits decoded into spans ranked together across all
+windows, with char offsets into the paper.
 """
 
 from __future__ import annotations
