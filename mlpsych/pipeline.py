@@ -120,7 +120,7 @@ class Pipeline:
             return unit.query
         if self._selector is None:
             self._selector = WindowSelector(self.settings.retrieval)
-        try:
+        try:  # windowing alone is guarded: a selection error is a bug and must surface
             reader.windows(doc)
         except ModelLoadError:
             raise
