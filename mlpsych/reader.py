@@ -12,7 +12,7 @@ import bisect
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -225,22 +225,30 @@ def rank_candidates(
     return ranked[:top_k]
 
 
+def _step(size: int, stride: int) -> int:
+    """Tokens between the starts of consecutive parts of ``size`` tokens that share ``stride`` tokens."""
+    if stride >= size:
+        raise ValueError(f"stride ({stride}) must be smaller than the window's context ({size} tokens)")
+    return size - stride
+
+
+def _cut(first: int, last: int, size: int, step: int) -> Iterator[tuple[int, int]]:
+    """Tokens ``[first, last)`` in parts of at most ``size`` tokens, each starting ``step`` after the previous."""
+    while True:
+        end = min(first + size, last)
+        yield first, end
+        if end >= last:
+            return
+        first += step
+
+
 def make_windows(offsets: Sequence[tuple[int, int]], context_tokens: int, stride: int) -> list[Window]:
     """Overlapping windows of ``context_tokens`` tokens; consecutive windows share ``stride`` tokens."""
-    n = len(offsets)
-    if n == 0:
+    if not offsets:
         return []
-    if stride >= context_tokens:
-        raise ValueError(f"stride ({stride}) must be smaller than the window's context ({context_tokens} tokens)")
-    step = context_tokens - stride
-    windows = []
-    start = 0
-    while True:
-        end = min(start + context_tokens, n)
-        windows.append(Window(len(windows), start, end, offsets[start][0], offsets[end - 1][1]))
-        if end >= n:
-            return windows
-        start += step
+    step = _step(context_tokens, stride)
+    return [Window(i, start, end, offsets[start][0], offsets[end - 1][1])
+            for i, (start, end) in enumerate(_cut(0, len(offsets), context_tokens, step))]
 
 
 def pack_passages(offsets: Sequence[tuple[int, int]], passages: Sequence[tuple[int, int]], capacity: int,
@@ -252,8 +260,7 @@ def pack_passages(offsets: Sequence[tuple[int, int]], passages: Sequence[tuple[i
     become one piece; a piece is never split between windows unless it is longer than a window, when it is cut
     like a paper (consecutive parts share ``stride`` tokens). ``starts``: the tokens' first chars, if known.
     """
-    if stride >= capacity:
-        raise ValueError(f"stride ({stride}) must be smaller than the window's context ({capacity} tokens)")
+    step = _step(capacity, stride)
     starts = starts if starts is not None else [a for a, _ in offsets]
     merged: list[list[int]] = []
     for a, b in sorted(passages):
@@ -264,14 +271,7 @@ def pack_passages(offsets: Sequence[tuple[int, int]], passages: Sequence[tuple[i
             merged[-1][1] = max(merged[-1][1], last)
         else:
             merged.append([first, last])
-    pieces = []
-    for first, last in merged:
-        while True:
-            end = min(first + capacity, last)
-            pieces.append((first, end))
-            if end >= last:
-                break
-            first += capacity - stride
+    pieces = [piece for first, last in merged for piece in _cut(first, last, capacity, step)]
     packed: list[list[tuple[int, int]]] = []
     used = capacity
     for piece in pieces:
