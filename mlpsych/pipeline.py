@@ -163,6 +163,7 @@ class Pipeline:
         bar = tqdm(total=len(by_doc), desc=f"{label} · {model.rstrip('/').split('/')[-1]}", unit="paper",
                    disable=not self.progress)
         pending: list[_Pending] = []
+        waiting = 0  # windows the pending papers will cost, counted once per paper
         for seen, indices in enumerate(by_doc.values(), start=1):
             doc = units[indices[0]].doc
             queries = {i: self._windowed(units[i], reader, doc) for i in indices}
@@ -175,8 +176,10 @@ class Pipeline:
                     spans[(i, model)] = [self._relabel(Span.from_dict(s), doc, units[i]) for s in cached]
             if todo:
                 pending.append((doc, todo, queries))
-            if len(pending) >= PAPERS_PER_READ or self._windows_to_read(reader, pending) >= WINDOWS_PER_READ:
+                waiting += sum(self._windows_to_read(reader, doc, queries[i]) for i in todo)
+            if len(pending) >= PAPERS_PER_READ or waiting >= WINDOWS_PER_READ:
                 self._read_pending(reader, model, pending, spans, result, label, (seen - len(pending), len(by_doc)))
+                waiting = 0
             if not pending:  # everything up to this paper is read and cached
                 bar.update(seen - bar.n)
                 if self.on_progress:
@@ -188,13 +191,10 @@ class Pipeline:
             self.on_progress(f"{label} · {model}", len(by_doc), len(by_doc))
 
     @staticmethod
-    def _windows_to_read(reader: Reader, pending: list[_Pending]) -> int:
-        def cost(doc: Document, query: Query) -> int:
-            if query.passages is not None:
-                return len(reader.packed_windows(doc, query.passages, query.text))
-            return len(reader.windows(doc)) if query.windows is None else len(query.windows)
-
-        return sum(cost(doc, queries[i]) for doc, todo, queries in pending for i in todo)
+    def _windows_to_read(reader: Reader, doc: Document, query: Query) -> int:
+        if query.passages is not None:
+            return len(reader.packed_windows(doc, query.passages, query.text))
+        return len(reader.windows(doc)) if query.windows is None else len(query.windows)
 
     def _read_pending(self, reader: Reader, model: str, pending: list[_Pending],
                       spans: dict[tuple[int, str], list[Span]], result: RunResult, label: str,

@@ -12,6 +12,7 @@ import bisect
 import logging
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -88,6 +89,11 @@ class EncodedDocument:
     ids: list[int]
     offsets: list[tuple[int, int]]
     windows: list[Window] = field(default_factory=list)
+
+    @cached_property
+    def starts(self) -> list[int]:
+        """Each token's first char: where a passage's tokens are looked up (many times while packing)."""
+        return [a for a, _ in self.offsets]
 
 
 @dataclass
@@ -380,8 +386,9 @@ class Reader:
         self.load_tokenizer()
         encoded = self.encode(doc)
         extra = max(0, len(self._question_ids(question)) - self.settings.question_tokens) if question else 0
-        capacity, starts = self.context_tokens - extra, [a for a, _ in encoded.offsets]
-        return lambda passages: pack_passages(encoded.offsets, passages, capacity, self.settings.stride, starts)
+        capacity = self.context_tokens - extra
+        return lambda passages: pack_passages(encoded.offsets, passages, capacity, self.settings.stride,
+                                              encoded.starts)
 
     def _question_ids(self, text: str) -> list[int]:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
