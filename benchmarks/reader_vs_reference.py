@@ -90,6 +90,7 @@ def template_questions(paper: dict, ensembles: bool = False) -> list[tuple[str, 
 
 def template_queries(paper: dict, doc, reader, selector) -> list:
     """Our queries for the whole template under the fast preset's retrieval (with q4's general sub-question)."""
+    from mlpsych.multihop import entities_to_ask
     from mlpsych.reader import Query
     from mlpsych.retrieval import plan_for, restrict
     from mlpsych.settings import PRESETS
@@ -97,7 +98,8 @@ def template_queries(paper: dict, doc, reader, selector) -> list:
     asked = template_questions(paper)
     q4 = next(q for _, e, q in asked if q.bridge_from) if any(e for _, e, _ in asked) else None
     if q4 is not None:
-        asked += [(q4.sub_question(e), e, q4) for e in q4.retrieval.also_ask if e not in paper["entities"]]
+        entities = paper["entities"][: q4.max_sub_questions]
+        asked += [(q4.sub_question(e), e, q4) for e in entities_to_ask(q4, entities, True)[len(entities):]]
     queries = []
     for text, entity, q in asked:
         query = Query(q.id, text, top_k=30, max_answer_tokens=30, bridge_entity=entity)

@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mlpsych.documents import Document  # noqa: E402
+from mlpsych.multihop import entities_to_ask  # noqa: E402
 from mlpsych.questions import load_question_set  # noqa: E402
 from mlpsych.reader import Query, Reader, ReaderSettings  # noqa: E402
 from mlpsych.retrieval import Plan, WindowSelector, restrict  # noqa: E402
@@ -133,9 +134,7 @@ def measure(texts, gold, reader: Reader, questions, plans: dict[str, Plan | None
                 entities = bridge_entities(doc.text, gold["q1"].get(pid, []), q.max_sub_questions)
                 extra["sub_questions"].append(len(entities))
                 asked = [(e, q.sub_question(e)) for e in entities]
-                if plan is not None and q.retrieval is not None:  # asked only when retrieving (as the pipeline)
-                    also = [(e, q.sub_question(e)) for e in q.retrieval.also_ask
-                            if e.casefold() not in {a.casefold() for a in entities}]
+                also = [(e, q.sub_question(e)) for e in entities_to_ask(q, entities, plan is not None)[len(entities):]]
             else:
                 asked = [(None, q.text)]
             tally.full_windows += n_models * len(windows) * len(asked)

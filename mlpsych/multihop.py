@@ -35,6 +35,14 @@ def bridge_entities(answers: list[Answer], cap: int) -> list[str]:
     return entities[:max(cap, 0)]
 
 
+def entities_to_ask(question: QuestionTemplate, entities: list[str], retrieving: bool) -> list[str]:
+    """The bridge entities, then, only when retrieval picks what is read, the template's ``also_ask`` entities
+    not already among them (compared ignoring case); a full read asks exactly the paper's sub-questions."""
+    extra = question.retrieval.also_ask if retrieving and question.retrieval is not None else []
+    found = {e.casefold() for e in entities}
+    return entities + [e for e in extra if e.casefold() not in found]
+
+
 def sub_questions(question: QuestionTemplate, entities: list[str]) -> list[tuple[str, str]]:
     """``(entity, question text with the placeholder filled)`` for each entity, in the given order."""
     if not question.bridge_from or question.placeholder not in question.text:

@@ -338,15 +338,12 @@ class Pipeline:
                 if not q.bridge_from:
                     units.append(_Unit(doc, q, self._query(q, q.text)))
                     continue
-                from mlpsych.multihop import bridge_entities, sub_questions
+                from mlpsych.multihop import bridge_entities, entities_to_ask, sub_questions
 
                 bridge = finals.get((doc.id, q.bridge_from), [])
                 cap = self.settings.max_sub_questions or q.max_sub_questions
-                entities = bridge_entities(bridge, cap)
-                if q.retrieval is not None and plan_for(q.retrieval, self.settings.retrieval) is not None:
-                    found = {e.casefold() for e in entities}
-                    entities += [e for e in q.retrieval.also_ask if e.casefold() not in found]
-                for entity, text in sub_questions(q, entities):
+                retrieving = plan_for(q.retrieval, self.settings.retrieval) is not None
+                for entity, text in sub_questions(q, entities_to_ask(q, bridge_entities(bridge, cap), retrieving)):
                     units.append(_Unit(doc, q, self._query(q, text, entity)))
         return units
 

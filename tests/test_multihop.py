@@ -6,9 +6,9 @@ import pytest
 
 from mlpsych.answers import Answer, Span
 from mlpsych.documents import Document
-from mlpsych.multihop import bridge_entities, sub_questions, tag_with_entity
+from mlpsych.multihop import bridge_entities, entities_to_ask, sub_questions, tag_with_entity
 from mlpsych.normalize import NormalizeResult, Normalizer, normalize_answers
-from mlpsych.questions import NormalizeSpec, QuestionTemplate, load_question_set
+from mlpsych.questions import NormalizeSpec, QuestionTemplate, RetrievalSpec, load_question_set
 
 Q4 = QuestionTemplate(id="q4", text="What was __PLACEHOLDER__ used for?", kind="phrase", models=["m"],
                       bridge_from="q1", max_sub_questions=3)
@@ -52,6 +52,14 @@ def test_sub_questions() -> None:
     assert sub_questions(Q4, []) == []
     with pytest.raises(ValueError, match="no bridge_from"):
         sub_questions(QuestionTemplate(id="q1", text="Which methods?", models=["m"]), ["SVM"])
+
+
+def test_also_ask_entities_are_added_only_when_retrieving() -> None:
+    q4 = Q4.model_copy(update={"retrieval": RetrievalSpec(mode="bm25", also_ask=["machine learning", "SVM"])})
+    assert entities_to_ask(q4, ["random forest", "svm"], retrieving=True) == ["random forest", "svm",
+                                                                             "machine learning"]
+    assert entities_to_ask(q4, ["random forest"], retrieving=False) == ["random forest"]
+    assert entities_to_ask(Q4, ["random forest"], retrieving=True) == ["random forest"]  # no retrieval block
 
 
 def test_library_q4_template() -> None:
