@@ -6,10 +6,11 @@ import csv
 import json
 import logging
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 from mlpsych.answers import Answer
-from mlpsych.pipeline import RunResult
+from mlpsych.pipeline import RunResult, isolated
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +36,42 @@ def answer_rows(result: RunResult, *, final_only: bool = False) -> list[dict]:
         question = q_text.get(a.question_id, "")
         if a.bridge_entity:
             question = result.questions.get(a.question_id).sub_question(a.bridge_entity)
-        rows.append({
-            "paper_id": a.doc_id, "source_file": Path(sources.get(a.doc_id, "")).name, "question_id": a.question_id,
-            "question": question, "answer": a.text, "stage": a.stage, "models": list(a.models),
-            "ensemble": a.ensemble, "final": a.final, "score": float(f"{a.score:.4g}"), "start": a.start,
-            "end": a.end, "page": a.page, "evidence": a.evidence, "bridge_entity": a.bridge_entity,
-        })
+        rows.append(_answer_row(a, question, Path(sources.get(a.doc_id, "")).name))
     return rows
+
+
+def _answer_row(a: Answer, question: str, source_file: str) -> dict:
+    return {
+        "paper_id": a.doc_id, "source_file": source_file, "question_id": a.question_id,
+        "question": question, "answer": a.text, "stage": a.stage, "models": list(a.models),
+        "ensemble": a.ensemble, "final": a.final, "score": float(f"{a.score:.4g}"), "start": a.start,
+        "end": a.end, "page": a.page, "evidence": a.evidence, "bridge_entity": a.bridge_entity,
+    }
+
+
+def without_unwritable_papers(result: RunResult) -> RunResult:
+    """The result less the rows of papers whose rows cannot be written (text that cannot be encoded, a value a
+    writer rejects): such a paper gets an ``export`` status, every other paper is written in full."""
+    answers: dict[str, list[Answer]] = defaultdict(list)
+    for a in result.answers:
+        answers[a.doc_id].append(a)
+    outputs: dict[str, list[dict]] = defaultdict(list)
+    for o in result.llm_outputs:
+        outputs[o["paper_id"]].append(o)
+    bad: set[str] = set()
+    for doc in result.documents:
+        written = False
+        with isolated(result, doc.id, "export"):
+            alone = replace(result, documents=[doc], answers=answers.get(doc.id, []), llm_outputs=outputs[doc.id])
+            for row in [*answer_rows(alone), *paper_rows(alone), *alone.llm_outputs]:
+                json.dumps(row, ensure_ascii=False, default=str).encode("utf-8")
+            written = True
+        if not written:
+            bad.add(doc.id)
+    if not bad:
+        return result
+    return replace(result, answers=[a for a in result.answers if a.doc_id not in bad],
+                   llm_outputs=[o for o in result.llm_outputs if o["paper_id"] not in bad])
 
 
 def paper_rows(result: RunResult) -> list[dict]:
@@ -199,7 +229,7 @@ def write_result(result: RunResult, path: Path) -> Path:
         raise ValueError(f"output {path.name!r}: use a .xlsx, .csv or .jsonl file name")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    writer(result, tmp)
+    writer(without_unwritable_papers(result), tmp)
     tmp.replace(path)
     log.info("wrote %s", path)
     return path

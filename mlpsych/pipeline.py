@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import platform
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -20,6 +22,7 @@ from mlpsych.answers import Answer, Span
 from mlpsych.cache import ResultCache, make_key, model_fingerprint
 from mlpsych.documents import Document
 from mlpsych.ensemble import combine
+from mlpsych.errors import one_line
 from mlpsych.merge import merge_spans
 from mlpsych.questions import QuestionSet, QuestionTemplate
 from mlpsych.models import ModelLoadError
@@ -51,8 +54,25 @@ class RunResult:
     llm_outputs: list[dict] = field(default_factory=list)
     info: dict = field(default_factory=dict)
 
-    def final_answers(self, doc_id: str, question_id: str) -> list[Answer]:
-        return [a for a in self.answers if a.final and a.doc_id == doc_id and a.question_id == question_id]
+    def fail(self, doc_id: str, stage: str, error: BaseException) -> None:
+        """Record one paper's failure at one stage as its status line (the run goes on without that work)."""
+        line = f"{stage}: {one_line(error)}"
+        log.warning("%s: %s", doc_id, line)
+        self.errors.setdefault(doc_id, []).append(line)
+
+
+@contextmanager
+def isolated(result: RunResult, doc_id: str, stage: str) -> Iterator[None]:
+    """Run one paper's share of a stage; an exception becomes that paper's status instead of ending the run.
+
+    A model that cannot be loaded concerns every paper and still stops the run (finished work is cached).
+    """
+    try:
+        yield
+    except ModelLoadError:
+        raise
+    except Exception as error:  # noqa: BLE001 - one paper's failure must not lose the others
+        result.fail(doc_id, stage, error)
 
 
 @dataclass
@@ -62,6 +82,15 @@ class _Unit:
     doc: Document
     question: QuestionTemplate
     query: Query
+
+
+@dataclass
+class _Normalizable:
+    """A unit's answers waiting for the LLM: its per-model answer lists and all the rows it produced."""
+
+    unit: _Unit
+    per_model: dict[str, list[Answer]]
+    rows: list[Answer]
 
 
 def question_levels(questions: QuestionSet) -> list[list[QuestionTemplate]]:
@@ -166,17 +195,19 @@ class Pipeline:
         waiting = 0  # windows the pending papers will cost, counted once per paper
         for seen, indices in enumerate(by_doc.values(), start=1):
             doc = units[indices[0]].doc
-            queries = {i: self._windowed(units[i], reader, doc) for i in indices}
-            todo = []
-            for i in indices:
-                cached = self.cache.get(self._read_key(doc, model, queries[i]))
-                if cached is None:
-                    todo.append(i)
-                else:
-                    spans[(i, model)] = [self._relabel(Span.from_dict(s), doc, units[i]) for s in cached]
-            if todo:
-                pending.append((doc, todo, queries))
-                waiting += sum(self._windows_to_read(reader, doc, queries[i]) for i in todo)
+            with isolated(result, doc.id, f"windowing {label} with {model}"):
+                queries = {i: self._windowed(units[i], reader, doc) for i in indices}
+                todo = []
+                for i in indices:
+                    cached = self.cache.get(self._read_key(doc, model, queries[i]))
+                    if cached is None:
+                        todo.append(i)
+                    else:
+                        spans[(i, model)] = [self._relabel(Span.from_dict(s), doc, units[i]) for s in cached]
+                cost = sum(self._windows_to_read(reader, doc, queries[i]) for i in todo)
+                if todo:
+                    pending.append((doc, todo, queries))
+                    waiting += cost
             if len(pending) >= PAPERS_PER_READ or waiting >= WINDOWS_PER_READ:
                 self._read_pending(reader, model, pending, spans, result, label, (seen - len(pending), len(by_doc)))
                 waiting = 0
@@ -209,10 +240,11 @@ class Pipeline:
             self.model_loads.append(model)
         found = self._read_group(reader, model, pending, result, label)
         for doc, todo, queries in pending:
-            for j, i in enumerate(todo if doc.id in found else []):
-                spans[(i, model)] = found[doc.id][j]
-                self.cache.put(self._read_key(doc, model, queries[i]), [s.to_dict() for s in found[doc.id][j]],
-                               stage="read")
+            with isolated(result, doc.id, f"caching {label} with {model}"):
+                for j, i in enumerate(todo if doc.id in found else []):
+                    self.cache.put(self._read_key(doc, model, queries[i]),
+                                   [s.to_dict() for s in found[doc.id][j]], stage="read")
+                    spans[(i, model)] = found[doc.id][j]
         pending.clear()
 
     @staticmethod
@@ -228,11 +260,8 @@ class Pipeline:
                 log.debug("reading a group of %d papers failed (%s); reading them one by one", len(jobs), error)
         out = {}
         for doc, queries in jobs:
-            try:
+            with isolated(result, doc.id, f"reading {label} with {model}"):
                 out[doc.id] = reader.run(doc, queries)
-            except Exception as error:
-                log.warning("%s: reading failed with %s: %s", doc.id, model, error)
-                result.errors.setdefault(doc.id, []).append(f"{label} with {model}: {error}")
         return out
 
     @staticmethod
@@ -261,22 +290,21 @@ class Pipeline:
             a.final = True
         return rows, per_model
 
-    def _normalize(self, level_units: list[tuple[_Unit, dict[str, list[Answer]], list[Answer]]],
-                   rows: list[Answer], result: RunResult) -> None:
+    def _normalize(self, level_units: list[_Normalizable], rows: list[Answer], result: RunResult) -> None:
         """LLM normalization for the questions that ask for it; without a usable LLM, extractive answers stay.
 
         Prompts of several papers go to the model together (``NORMALIZE_CHUNK`` answer lists at a time), so its
         batches are full; each chunk is cached as soon as it is generated.
         """
-        wanted = [item for item in level_units if item[0].question.normalize and self.settings.llm.enabled]
+        wanted = [item for item in level_units if item.unit.question.normalize and self.settings.llm.enabled]
         if not wanted:
             return
-        from mlpsych.normalize import NormalizerUnavailable, choose_model, combine_results, prompts_for
+        from mlpsych.normalize import NormalizerUnavailable, choose_model
         from mlpsych.normalize_cache import CachedNormalizer
 
-        by_model: dict[str, list[tuple[_Unit, dict[str, list[Answer]], list[Answer]]]] = {}
+        by_model: dict[str, list[_Normalizable]] = {}
         for item in wanted:
-            by_model.setdefault(choose_model(item[0].question, self.settings.llm.model), []).append(item)
+            by_model.setdefault(choose_model(item.unit.question, self.settings.llm.model), []).append(item)
         for llm, items in by_model.items():
             normalizer = self._normalizers.get(llm) or CachedNormalizer(llm, self.settings.llm, self.cache)
             bar = tqdm(total=len(items), desc=f"normalize · {llm.rstrip('/').split('/')[-1]}", unit="answer list",
@@ -284,16 +312,7 @@ class Pipeline:
             try:
                 for chunk_start in range(0, len(items), NORMALIZE_CHUNK):
                     chunk = items[chunk_start : chunk_start + NORMALIZE_CHUNK]
-                    prompts = [prompts_for(u.question, pm, max_input_items=self.settings.llm.max_input_items)
-                               for u, pm, _ in chunk]
-                    flat = [(i, model, text) for i, per in enumerate(prompts) for model, text in per.items()]
-                    outputs = normalizer.run([text for _, _, text in flat])
-                    for i, (unit, per_model, unit_rows) in enumerate(chunk):
-                        results = {model: out for (j, model, _), out in zip(flat, outputs) if j == i}
-                        normalized, audit = combine_results(unit.doc, unit.question, per_model, results, llm=llm,
-                                                            prompts=prompts[i])
-                        self._adopt(unit, normalized, audit, unit_rows, result, llm)
-                        rows.extend(normalized)
+                    self._normalize_chunk(normalizer, llm, chunk, rows, result)
                     bar.update(len(chunk))
                     if self.on_progress:
                         self.on_progress(f"normalize · {llm}", chunk_start + len(chunk), len(items))
@@ -307,6 +326,61 @@ class Pipeline:
                 self._normalizers[llm] = normalizer
             else:
                 normalizer.release()
+
+    def _normalize_chunk(self, normalizer, llm: str, chunk: list[_Normalizable], rows: list[Answer],
+                         result: RunResult) -> None:
+        """One chunk of answer lists through the LLM; a paper whose prompts, generation or answers fail keeps its
+        extractive answers and gets the failure as its status, the others are normalized."""
+        from mlpsych.normalize import combine_results, prompts_for
+
+        prompts: dict[int, dict[str, str]] = {}
+        for i, item in enumerate(chunk):
+            with isolated(result, item.unit.doc.id, f"normalizing {item.unit.question.id}"):
+                prompts[i] = prompts_for(item.unit.question, item.per_model,
+                                         max_input_items=self.settings.llm.max_input_items)
+        outputs = self._generate(normalizer, chunk, prompts, result)
+        for i, results in outputs.items():
+            item = chunk[i]
+            with isolated(result, item.unit.doc.id, f"normalizing {item.unit.question.id}"):
+                normalized, audit = combine_results(item.unit.doc, item.unit.question, item.per_model, results,
+                                                    llm=llm, prompts=prompts[i])
+                self._adopt(item.unit, normalized, audit, item.rows, result, llm)
+                rows.extend(normalized)
+
+    @staticmethod
+    def _generate(normalizer, chunk: list[_Normalizable], prompts: dict[int, dict[str, str]],
+                  result: RunResult) -> dict[int, dict]:
+        """LLM results per chunk index and model, generated together; if that fails, each answer list alone, so
+        the failure is the status of the paper that caused it."""
+        from mlpsych.normalize import NormalizerUnavailable
+
+        def generate(indices: list[int]) -> dict[int, dict]:
+            flat = [(i, model, text) for i in indices for model, text in prompts[i].items()]
+            outputs = normalizer.run([text for _, _, text in flat])
+            found: dict[int, dict] = {i: {} for i in indices}
+            for (i, model, _), output in zip(flat, outputs):
+                found[i][model] = output
+            return found
+
+        try:
+            return generate(list(prompts))
+        except NormalizerUnavailable:
+            raise
+        except Exception as error:  # noqa: BLE001 - retried one answer list at a time below
+            if len(prompts) == 1:
+                (i,) = prompts
+                result.fail(chunk[i].unit.doc.id, f"normalizing {chunk[i].unit.question.id}", error)
+                return {}
+            log.debug("generating a chunk of %d answer lists failed (%s); one at a time", len(prompts), error)
+        found: dict[int, dict] = {}
+        for i in prompts:
+            try:
+                found.update(generate([i]))
+            except NormalizerUnavailable:
+                raise
+            except Exception as error:  # noqa: BLE001 - this paper keeps its extractive answers
+                result.fail(chunk[i].unit.doc.id, f"normalizing {chunk[i].unit.question.id}", error)
+        return found
 
     @staticmethod
     def _adopt(unit: _Unit, normalized: list[Answer], audit: dict, extractive: list[Answer], result: RunResult,
@@ -327,7 +401,8 @@ class Pipeline:
             a.bridge_entity = unit.query.bridge_entity
 
     # -- the run -----------------------------------------------------------------------------------------
-    def _units(self, level: list[QuestionTemplate], docs: list[Document], rows: list[Answer]) -> list[_Unit]:
+    def _units(self, level: list[QuestionTemplate], docs: list[Document], rows: list[Answer],
+               result: RunResult) -> list[_Unit]:
         finals: dict[tuple[str, str], list[Answer]] = {}
         for a in rows:
             if a.final:
@@ -338,25 +413,34 @@ class Pipeline:
                 if not q.bridge_from:
                     units.append(_Unit(doc, q, self._query(q, q.text)))
                     continue
-                from mlpsych.multihop import bridge_entities, entities_to_ask, sub_questions
-
-                bridge = finals.get((doc.id, q.bridge_from), [])
-                cap = self.settings.max_sub_questions or q.max_sub_questions
-                retrieving = plan_for(q.retrieval, self.settings.retrieval) is not None
-                for entity, text in sub_questions(q, entities_to_ask(q, bridge_entities(bridge, cap), retrieving)):
-                    units.append(_Unit(doc, q, self._query(q, text, entity)))
+                with isolated(result, doc.id, f"multi-hop {q.id}"):
+                    units.extend(self._sub_units(doc, q, finals.get((doc.id, q.bridge_from), [])))
         return units
+
+    def _sub_units(self, doc: Document, question: QuestionTemplate, bridge: list[Answer]) -> list[_Unit]:
+        """One unit per bridge entity of this paper (the multi-hop step)."""
+        from mlpsych.multihop import bridge_entities, entities_to_ask, sub_questions
+
+        cap = self.settings.max_sub_questions or question.max_sub_questions
+        retrieving = plan_for(question.retrieval, self.settings.retrieval) is not None
+        entities = entities_to_ask(question, bridge_entities(bridge, cap), retrieving)
+        return [_Unit(doc, question, self._query(question, text, entity))
+                for entity, text in sub_questions(question, entities)]
 
     def run(self, documents: list[Document]) -> RunResult:
         started = time.time()
         result = RunResult(documents=documents, questions=self.questions)
+        docs = []
         for doc in documents:
             if not doc.ok:
                 result.errors.setdefault(doc.id, []).append(doc.status)
-        docs = [d for d in documents if d.ok and d.text.strip()]
+                continue
+            with isolated(result, doc.id, "hashing"):
+                if doc.text.strip() and doc.sha256:  # a text that cannot be hashed cannot be cached: it fails alone
+                    docs.append(doc)
         rows: list[Answer] = []
-        for n, level in enumerate(question_levels(self.questions)):
-            units = self._units(level, docs, rows)
+        for level in question_levels(self.questions):
+            units = self._units(level, docs, rows, result)
             label = ",".join(q.id for q in level)
             spans = self._read(units, result, label)
             level_units = []
@@ -364,9 +448,10 @@ class Pipeline:
                 got = {m: spans[(i, m)] for m in unit.question.models if (i, m) in spans}
                 if not got:
                     continue
-                unit_rows, per_model = self._answers(unit, got)
-                rows.extend(unit_rows)
-                level_units.append((unit, per_model, unit_rows))
+                with isolated(result, unit.doc.id, f"merging {unit.question.id}"):
+                    unit_rows, per_model = self._answers(unit, got)
+                    rows.extend(unit_rows)
+                    level_units.append(_Normalizable(unit, per_model, unit_rows))
             self._normalize(level_units, rows, result)
         result.answers = rows
         result.info.update(self._info(started))
