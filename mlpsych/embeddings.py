@@ -114,6 +114,9 @@ class Embedder:
         device = pick_device(self.device or "auto")
         dtype = pick_dtype(self.dtype, device)
         logger.info("loading embedding model %s on %s", self.model_name, device)
+        from mlpsych.hub import offline_unless_reachable
+
+        offline_unless_reachable(self.model_name)
         try:
             self._tokenizer = AutoTokenizer.from_pretrained(self.model_name)
             self._model = AutoModel.from_pretrained(self.model_name, dtype=dtype,

@@ -7,6 +7,8 @@ import logging
 import re
 from pathlib import Path
 
+from mlpsych.hub import OFFLINE_HELP, offline_unless_reachable
+
 log = logging.getLogger(__name__)
 
 
@@ -80,13 +82,14 @@ def explain_load_error(model_id: str, error: Exception) -> str:
     if looks_local:
         return f"model folder {model_id!r} does not exist"
     return (f"model {model_id!r} could not be loaded: not in the local Hugging Face cache and not downloadable "
-            f"(no such Hub repo, or no internet). Check the id, or point to a local folder with the model files")
+            f"(no such Hub repo, or no internet). Check the id. {OFFLINE_HELP}")
 
 
 def load_tokenizer(model_id: str):
     """A model's fast tokenizer (answers need character offsets): enough to window a paper and retrieve."""
     from transformers import AutoTokenizer
 
+    offline_unless_reachable(model_id)
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_id)
     except (OSError, ValueError) as error:
@@ -100,6 +103,7 @@ def load_qa_model(model_id: str, device: str, dtype):
     """An extractive QA model from a Hub id or a local folder, on ``device`` in ``dtype``, in eval mode."""
     from transformers import AutoModelForQuestionAnswering
 
+    offline_unless_reachable(model_id)
     try:
         model = AutoModelForQuestionAnswering.from_pretrained(model_id, dtype=dtype, **safetensors_kwargs(model_id))
     except (OSError, ValueError) as error:

@@ -190,6 +190,9 @@ class Normalizer:
     def _load_tokenizer(self) -> Any:
         from transformers import AutoTokenizer
 
+        from mlpsych.hub import offline_unless_reachable
+
+        offline_unless_reachable(self.model_name)
         tokenizer = AutoTokenizer.from_pretrained(self.model_name)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token

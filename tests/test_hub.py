@@ -1,0 +1,78 @@
+"""Offline first run: one failed request to the Hub switches the run to offline mode, so a model that is not on
+this machine fails at once with the loading message and how to bring models here (no retries per file)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from mlpsych.hub import is_local
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class DeadHub:
+    """A loopback port that accepts connections and closes them unanswered, counting them."""
+
+    def __init__(self) -> None:
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.server.settimeout(0.2)
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.server.close()
+
+
+def test_local_ids_never_ask_the_hub(tmp_path):
+    assert is_local(str(tmp_path)) and is_local("./models/reader") and is_local("~/x")
+    assert not is_local("deepset/deberta-v3-large-squad2")
+
+
+@pytest.mark.slow
+def test_unreachable_hub_means_one_request_then_the_offline_message(tmp_path):
+    hub = DeadHub()
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hf"), MLPSYCH_CACHE=str(tmp_path / "cache"))
+    questions = tmp_path / "q.yaml"
+    questions.write_text("questions:\n  - id: q1\n    text: What software was used?\n"
+                         "    models: [somebody/reader-that-is-not-here]\n", encoding="utf-8")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "mlpsych", "run", str(REPO / "examples" / "papers"), "--questions", str(questions),
+             "--out", str(tmp_path / "out.xlsx"), "--no-progress", "--no-normalize"],
+            env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        )
+    finally:
+        hub.close()
+    assert done.returncode == 2, done.stderr
+    error = [line for line in done.stderr.splitlines() if line.startswith("mlpsych: error:")]
+    assert len(error) == 1 and "Traceback" not in done.stderr
+    assert "somebody/reader-that-is-not-here" in error[0] and "hf download" in error[0]
+    assert "cannot be reached" in done.stderr
+    assert hub.connections == 1  # the probe; no retries, no request per file
