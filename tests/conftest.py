@@ -11,6 +11,9 @@ from mlpsych.testing import build_tiny_models, write_tiny_question_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# optional_parts: the end-of-run list of what was skipped and how to enable it; pytester: tests of that list.
+pytest_plugins = ["optional_parts", "pytester"]
+
 # Tests never reach the Hub (set before huggingface_hub reads it), and never touch the user's cache folder.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
