@@ -1,6 +1,6 @@
 """mlpsych in the browser: `streamlit run app.py`.
 
-A thin page over :mod:`mlpsych.app_logic`: papers in (upload or a folder on this machine), a question template
+A thin page over :mod:`mlpsych.app.logic`: papers in (upload or a folder on this machine), a question template
 (from the library, a file, or made in a form), a preset, a run with progress and a measured time estimate, then
 the answers with evidence and page, filters, and XLSX / CSV downloads. The cache is the CLI's, so a rerun is
 instant.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from mlpsych import app_logic as logic
+from mlpsych.app import logic
 from mlpsych.cache import default_cache_dir
 
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

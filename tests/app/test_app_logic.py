@@ -8,7 +8,7 @@ import pytest
 import yaml
 from openpyxl import load_workbook
 
-from mlpsych import app_logic as logic
+from mlpsych.app import logic
 from mlpsych.answers import Answer
 from mlpsych.documents import Document
 from mlpsych.pipeline import RunResult
