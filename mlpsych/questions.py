@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 from pathlib import Path
 from typing import Literal
@@ -11,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 PLACEHOLDER = "__PLACEHOLDER__"
 # Where named template sets live: the project's questions/ folder (next to the package in a checkout).
-LIBRARY_DIR = Path(__file__).resolve().parent.parent / "questions"
+LIBRARY_PACKAGE = "mlpsych.library"  # the repository's questions/ folder, shipped in the wheel under this name
 # Longest answer (in tokens) by kind when a template does not say: gold phrase answers (q3) average 26 words.
 DEFAULT_MAX_ANSWER_TOKENS = {"entity": 30, "phrase": 96}
 
@@ -206,7 +207,7 @@ def resolve_path(name_or_path: str | Path) -> Path:
     candidate = Path(name_or_path)
     if candidate.is_file():
         return candidate
-    for folder in (Path.cwd() / "questions", LIBRARY_DIR):
+    for folder in (Path.cwd() / "questions", library_dir()):
         for suffix in (".yaml", ".yml", ".json"):
             path = folder / f"{name_or_path}{suffix}"
             if path.is_file():
@@ -216,8 +217,14 @@ def resolve_path(name_or_path: str | Path) -> Path:
     )
 
 
+def library_dir() -> Path:
+    """The installed question library: ``questions/`` in a checkout, ``mlpsych/library/`` inside a wheel."""
+    return Path(str(importlib.resources.files(LIBRARY_PACKAGE)))
+
+
 def library_names() -> list[str]:
-    return sorted(p.stem for p in LIBRARY_DIR.glob("*.yaml")) if LIBRARY_DIR.is_dir() else []
+    folder = library_dir()
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
 def parse_question_set(raw: object, source: str) -> QuestionSet:

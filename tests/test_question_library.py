@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from mlpsych.questions import LIBRARY_DIR, load_question_set, load_question_sets
+from mlpsych.questions import library_dir, load_question_set, load_question_sets
 from mlpsych.testing import HUB_TO_FAMILY
 
-FILES = sorted(p for p in LIBRARY_DIR.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+FILES = sorted(p for p in library_dir().iterdir() if p.suffix in (".yaml", ".yml", ".json"))
 
 
 def test_library_is_there():

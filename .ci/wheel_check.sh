@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The built wheel works outside the checkout: build it, install it into a clean venv in a temporary folder, and run
+# mlpsych from there (the question library by name, tiny offline models, a spreadsheet out).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 -m pip wheel --quiet --no-deps -w "$work/dist" "$repo"
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install --quiet "$work"/dist/mlpsych-*.whl
+cp -r "$repo/examples/papers" "$work/papers"
+cd "$work"  # nothing of the checkout is importable from here
+export HF_HUB_OFFLINE=1 MLPSYCH_CACHE="$work/cache"
+"$work/venv/bin/python" - <<'PY'
+import mlpsych, mlpsych.questions as q
+assert "site-packages" in mlpsych.__file__, mlpsych.__file__
+assert q.library_names() == ["mlpsych", "study-coding"], q.library_names()
+for name in q.library_names():
+    q.load_question_set(name)
+print("wheel: library", q.library_names(), "from", q.library_dir())
+PY
+"$work/venv/bin/mlpsych" dev tiny-models "$work/tiny"  # its question file is built from the library's "mlpsych"
+"$work/venv/bin/mlpsych" run papers --questions "$work/tiny/questions.yaml" --out out.xlsx --no-progress \
+    --max-length 128 --stride 32 --max-sub-questions 2 --no-normalize
+test -s out.xlsx
+# A library name with models that are not on this machine: the one-line offline message, exit code 2.
+set +e
+"$work/venv/bin/mlpsych" run papers --questions mlpsych --only q2 --no-progress --out out2.xlsx 2> err.txt
+code=$?
+set -e
+grep -q "could not be loaded" err.txt && [ "$code" -eq 2 ] || { cat err.txt; exit 1; }
+echo "wheel: ok (installed outside the checkout, ran the library and tiny models)"
