@@ -9,7 +9,6 @@ sub-questions, since a question about something the paper does not mention can o
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 from mlpsych.answers import Answer
 from mlpsych.questions import QuestionTemplate
@@ -48,11 +47,3 @@ def sub_questions(question: QuestionTemplate, entities: list[str]) -> list[tuple
     if not question.bridge_from or question.placeholder not in question.text:
         raise ValueError(f"question {question.id!r} has no bridge_from / {question.placeholder} to fill")
     return [(entity, question.sub_question(entity)) for entity in entities]
-
-
-def tag_with_entity(answers: list[Answer], entity: str) -> list[Answer]:
-    """Copies of a sub-question's answers (and their spans) that carry the entity they answer."""
-    return [
-        replace(a, bridge_entity=entity, spans=[replace(s, bridge_entity=entity) for s in a.spans])
-        for a in answers
-    ]

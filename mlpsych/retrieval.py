@@ -97,22 +97,6 @@ class DenseScorer:
         return vectors @ self.embedder.encode([question])[0]
 
 
-def top_windows(scores: np.ndarray, budget: int, neighbours: int = 0, n_windows: int | None = None,
-                candidates: Sequence[int] | None = None) -> tuple[int, ...]:
-    """Indices of the ``budget`` best-scored windows (ties: earlier first), plus ``neighbours`` on each side.
-
-    ``candidates`` maps positions in ``scores`` to window indices (default: position = index).
-    """
-    index = list(candidates) if candidates is not None else list(range(len(scores)))
-    n_windows = n_windows if n_windows is not None else len(scores)
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")[:budget]
-    chosen = {index[i] for i in order}
-    for i in list(chosen):
-        for d in range(1, neighbours + 1):
-            chosen.update(j for j in (i - d, i + d) if 0 <= j < n_windows)
-    return tuple(sorted(chosen))
-
-
 def entity_names(entity: str, text: str) -> list[str]:
     """The entity and its known variants in this paper: the other half of a "long form (ABBR)" definition."""
     from mlpsych.grounding import aliases

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mlpsych.answers import Answer, Span
+from mlpsych.answers import Answer
 from mlpsych.documents import Document
-from mlpsych.multihop import bridge_entities, entities_to_ask, sub_questions, tag_with_entity
+from mlpsych.multihop import bridge_entities, entities_to_ask, sub_questions
 from mlpsych.normalize import NormalizeResult, Normalizer, normalize_answers
 from mlpsych.questions import NormalizeSpec, QuestionTemplate, RetrievalSpec, load_question_set
 
@@ -65,15 +65,6 @@ def test_also_ask_entities_are_added_only_when_retrieving() -> None:
 def test_library_q4_template() -> None:
     q4 = load_question_set("mlpsych").get("q4")
     assert sub_questions(q4, ["random forest"]) == [("random forest", "What was random forest used for?")]
-
-
-def test_tag_with_entity() -> None:
-    span = Span(doc_id="p", question_id="q4", model="m", text="to predict", start=0, end=10, score=0.5)
-    original = answer("to predict loneliness", "extractive", 0.5)
-    original.spans = [span]
-    tagged = tag_with_entity([original], "random forest")
-    assert tagged[0].bridge_entity == "random forest" and tagged[0].spans[0].bridge_entity == "random forest"
-    assert original.bridge_entity is None and span.bridge_entity is None  # inputs untouched
 
 
 class FixedOutputNormalizer(Normalizer):

@@ -9,7 +9,7 @@ from mlpsych.documents import Document
 from mlpsych.pipeline import Pipeline
 from mlpsych.questions import QuestionSet, RetrievalSpec
 from mlpsych.reader import ReaderSettings, Window
-from mlpsych.retrieval import Plan, WindowSelector, bm25_scores, entity_windows, plan_for, top_windows
+from mlpsych.retrieval import Plan, WindowSelector, bm25_scores, entity_windows, plan_for
 from mlpsych.settings import LLMSettings, RetrievalSettings, RunSettings
 
 PARAGRAPHS = [
@@ -55,12 +55,6 @@ def test_budget_is_respected_and_neighbours_are_added():
     best = one[1]
     assert one == (best - 1, best, best + 1)
     assert selector.select(doc, windows, question, Plan(mode="bm25", budget=len(windows))) is None  # = read all
-
-
-def test_top_windows_breaks_ties_by_position_and_clips_neighbours():
-    assert top_windows([1.0, 3.0, 3.0, 0.0], budget=2) == (1, 2)
-    assert top_windows([5.0, 0.0, 0.0], budget=1, neighbours=2) == (0, 1, 2)
-    assert top_windows([0.2, 0.9], budget=1, candidates=[4, 7], n_windows=10) == (7,)
 
 
 def test_entity_anchored_windows_follow_abbreviations_plurals_and_hyphens():
