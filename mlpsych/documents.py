@@ -44,7 +44,10 @@ class Document:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        """Hash of the text (a cache key). Never raises: ingest normalizes text (``mlpsych.ingest.textnorm``), but a
+        Document built by other code may hold a lone surrogate; ``surrogatepass`` hashes it and gives plain UTF-8
+        for every other text, so existing cache keys stay the same."""
+        return hashlib.sha256(self.text.encode("utf-8", "surrogatepass")).hexdigest()
 
     @property
     def ok(self) -> bool:

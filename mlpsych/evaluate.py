@@ -74,14 +74,21 @@ def load_gold(path: str | Path) -> dict[str, dict[str, list[str]]]:
 
 
 def gold_from_dict(data: Any, source: str = "gold") -> dict[str, dict[str, list[str]]]:
-    """Gold answers from the decoded JSON object (spans as dicts with ``text``, or plain strings)."""
+    """Gold answers from the decoded JSON object (spans as dicts with ``text``, or plain strings).
+
+    Paper ids and answers pass the ingest text normalization, as the papers' texts and ids did: gold typed as
+    "𝐾" matches the "K" read from the paper, and an id with an odd character names the same paper on both sides.
+    """
+    from mlpsych.ingest.textnorm import normalize_text
+
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise EvalInputError(f"{source}: expected {{question_id: {{paper_id: [spans]}}}}")
     gold: dict[str, dict[str, list[str]]] = {}
     for question, papers in data.items():
         gold[question] = {}
         for paper, spans in papers.items():
-            gold[question][str(paper)] = [s["text"] if isinstance(s, dict) else str(s) for s in spans or []]
+            texts = [s["text"] if isinstance(s, dict) else str(s) for s in spans or []]
+            gold[question][normalize_text(str(paper))] = [normalize_text(t) if isinstance(t, str) else t for t in texts]
     return gold
 
 

@@ -5,7 +5,8 @@ Document with ``text == ""`` and a short human ``status``, and the other papers 
 mistake about the whole input (missing folder, no papers in it, unknown or unusable backend).
 
 ``Document.meta`` carries ``backend`` (which reader produced the text), ``cleaning`` (what each cleaning step
-removed), ``n_pages`` and ``warnings`` (e.g. non-UTF-8 text, pages without a text layer).
+removed, and under ``textnorm`` what the always-on normalization of :mod:`mlpsych.ingest.textnorm` changed),
+``n_pages`` and ``warnings`` (e.g. non-UTF-8 text, pages without a text layer).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mlpsych.documents import Document
+from mlpsych.errors import one_line
 from mlpsych.ingest import tika
 from mlpsych.ingest.base import Extraction, IngestError, lines_from_text
 from mlpsych.ingest.clean import CleaningOptions, clean_pages
@@ -33,6 +35,7 @@ from mlpsych.ingest.formats import (
     read_text_json,
 )
 from mlpsych.ingest.pdf import extract_pdf
+from mlpsych.ingest.textnorm import TextReport, normalize_lines, normalize_text
 
 __all__ = [
     "BACKENDS",
@@ -94,11 +97,15 @@ def load_documents(
     ids = IdAllocator()
     documents: list[Document] = []
     for path in tqdm(files, desc="Reading papers", unit="file", disable=not progress or len(files) < 2):
+        ids.last = None
         try:
             documents.extend(_read_one(path, ids, options, tika_results, tika_name, path in explicit))
         except Exception as error:  # noqa: BLE001 - one broken file must not stop the other papers
-            log.exception("unexpected failure reading %s", path)
-            documents.append(_failed(ids.take(path.stem), path, f"internal error while reading: {error}", "?"))
+            log.debug("unexpected failure reading %s", path, exc_info=True)
+            doc_id = ids.last or ids.take(path.stem)  # the id this file had taken, not a renamed one
+            documents.append(_failed(doc_id, path, f"ingest: {one_line(error)}", "?"))
+    for document in documents:  # a file name that is not UTF-8 (unzipped from Windows) must not reach a writer
+        document.source_path = document.source_path and normalize_text(document.source_path)
     bad = [d for d in documents if not d.ok]
     log.info("read %d document(s), %d with problems", len(documents), len(bad))
     for document in bad:
@@ -165,7 +172,9 @@ def _read_one(
 
 
 def _cleaned(doc_id: str, path: Path, extraction: Extraction, options: CleaningOptions, backend: str) -> Document:
-    result = clean_pages(extraction.pages, options)
+    textnorm = TextReport()  # always, whatever the options: see mlpsych.ingest.textnorm
+    result = clean_pages(normalize_lines(extraction.pages, textnorm), options)
+    result.report["textnorm"] = textnorm.as_dict()
     meta: dict[str, Any] = {"backend": backend, **extraction.meta}
     columns = meta.pop("columns", None)
     if options.columns and columns is not None:
@@ -194,14 +203,16 @@ def _from_jsonl(path: Path, ids: IdAllocator) -> list[Document]:
 
 
 def _from_text_json(path: Path, ids: IdAllocator, explicit: bool) -> list[Document]:
+    reports: dict[str, TextReport] = {}
     try:
-        texts = read_text_json(path)
+        texts = read_text_json(path, reports)
     except IngestError as error:
         if not explicit:  # a folder of papers often holds other JSON (gold answers, settings): not a paper
             log.info("skipping %s: %s", path.name, error)
             return []
         return [_failed(ids.take(path.stem), path, str(error), "text.json")]
     return [
-        Document(id=ids.take(key, sanitize=False), text=text, source_path=str(path), meta={"backend": "text.json"})
+        Document(id=ids.take(key, sanitize=False), text=text, source_path=str(path),
+                 meta={"backend": "text.json", "cleaning": {"textnorm": reports[key].as_dict()}})
         for key, text in texts.items()
     ]

@@ -41,7 +41,7 @@ _ALIASES = {
 class CleaningOptions:
     """One switch per cleaning step; all on by default (the paper's manual cleaning, automated)."""
 
-    unicode: bool = True  # ligatures, soft hyphens, odd spaces and control characters normalized (NFKC)
+    unicode: bool = True  # ligatures, soft hyphens, odd spaces and quotes normalized (NFKC)
     hyphenation: bool = True  # words broken across line ends re-joined
     headers: bool = True  # running headers/footers (lines repeated across pages) and page numbers dropped
     footnotes: bool = True  # small-font blocks at the foot of a page dropped (needs font sizes: pdfium backend)
@@ -110,19 +110,18 @@ _CHAR_MAP = str.maketrans(
         "\u2019": "'",  # typed with ASCII quotes ("Ward's method") still matches verbatim
         "\u201c": '"',
         "\u201d": '"',
-        "\x02": "-",  # pdfium's marker for a hyphen at a line end
-        "\ufffe": "-",
         "\t": " ",
     }
 )
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffd]")
 
 
 def normalize_unicode(text: str) -> str:
-    """Ligatures (ﬁ -> fi), full-width forms, odd spaces, dashes and curly quotes mapped to plain characters;
-    controls dropped."""
-    text = unicodedata.normalize("NFKC", text.translate(_CHAR_MAP))
-    return _CONTROL.sub("", text)
+    """Ligatures (ﬁ -> fi), full-width forms, odd spaces, dashes and curly quotes mapped to plain characters.
+
+    Control characters, surrogates and non-characters were handled before, always, by
+    :mod:`mlpsych.ingest.textnorm`; its U+FFFD replacements are kept, so an answer shows where text was lost.
+    """
+    return unicodedata.normalize("NFKC", text.translate(_CHAR_MAP))
 
 
 # ----------------------------------------------------------------------------------------- running headers/footers
@@ -329,6 +328,7 @@ def cut_references(pages: list[list[Line]]) -> tuple[list[list[Line]], dict[str,
 
 _WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
 _TRAILING_HYPHEN = re.compile(r"(\S*?)([^\W\d_]+)-$")
+_LAST_WORD_CHARS = 120  # searched for a line-end hyphen: the search is cubic in the length of a line without spaces
 _LEADING_WORD = re.compile(r"^(\w+)")
 
 
@@ -410,7 +410,8 @@ def assemble(pages: list[list[Line]], dehyphenate: bool) -> tuple[str, list[tupl
             if not text:
                 continue
             if prev is not None:
-                hyphen = _TRAILING_HYPHEN.search(parts[-1]) if dehyphenate else None
+                tail = parts[-1][-_LAST_WORD_CHARS:]
+                hyphen = _TRAILING_HYPHEN.search(tail) if dehyphenate and tail.endswith("-") else None
                 lead = _LEADING_WORD.match(text)
                 if hyphen and lead:
                     compound = "-" in hyphen.group(1)
@@ -553,7 +554,10 @@ def tidy_spaces(text: str) -> list[tuple[int, int, str]]:
 
 
 def clean_pages(pages: Sequence[list[Line]], options: CleaningOptions | None = None) -> CleanResult:
-    """Run the enabled steps over extracted lines and return text, page ranges and a report of what each removed."""
+    """Run the enabled steps over extracted lines and return text, page ranges and a report of what each removed.
+
+    The lines have passed :func:`mlpsych.ingest.textnorm.normalize_lines` already (``load_documents`` does it).
+    """
     options = options or CleaningOptions()
     work = [list(page) for page in pages]
     report: dict[str, Any] = {"steps": options.enabled()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import re
@@ -12,6 +13,7 @@ from typing import Any
 
 from mlpsych.documents import Document
 from mlpsych.ingest.base import IngestError
+from mlpsych.ingest.textnorm import TextReport, normalize_json, normalize_text, normalize_with_pages
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +102,10 @@ class IdAllocator:
 
     def __init__(self) -> None:
         self._used: set[str] = set()
+        self.last: str | None = None  # the id handed out last: a file that fails after taking it keeps it
 
     def take(self, wanted: str, *, sanitize: bool = True) -> str:
-        base = sanitize_id(wanted) if sanitize else (wanted or "doc")
+        base = sanitize_id(wanted) if sanitize else (normalize_text(wanted) or "doc")
         candidate, n = base, 1
         while candidate.lower() in self._used:
             n += 1
@@ -110,6 +113,7 @@ class IdAllocator:
         if candidate != base:
             log.warning("duplicate document id %r renamed to %r", base, candidate)
         self._used.add(candidate.lower())
+        self.last = candidate
         return candidate
 
 
@@ -159,21 +163,51 @@ def describe_bytes(head: bytes) -> str:
 # ------------------------------------------------------------------------------------------------------ text files
 
 
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def _looks_binary(head: bytes) -> bool:
+    """NUL bytes in a head that is not UTF-8 or UTF-16 text, or a head of many NULs: not a paper. A stray NUL in
+    real text (a broken export) is left for :mod:`mlpsych.ingest.textnorm` to remove."""
+    if b"\x00" not in head or head.startswith(_UTF16_BOMS):
+        return False
+    if head.count(b"\x00") > len(head) // 10:
+        return True
+    try:
+        codecs.getincrementaldecoder("utf-8")("surrogatepass").decode(head, final=False)  # the cut may split a char
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def decode_utf8(data: bytes) -> str:
+    """UTF-8 bytes as text (a BOM dropped): CESU-8 surrogates come through for textnorm to join; if the bytes are
+    not UTF-8 at all, each invalid byte becomes U+FFFD."""
+    try:
+        return data.decode("utf-8-sig", "surrogatepass")
+    except UnicodeDecodeError:
+        return data.decode("utf-8-sig", "replace")
+
+
 def read_text_file(path: Path) -> tuple[str, list[str]]:
-    """Text of a .txt/.md file and warnings; non-UTF-8 bytes are decoded as Windows-1252 (and reported)."""
+    """Text of a .txt/.md file and warnings; non-UTF-8 bytes are decoded as Windows-1252 (and reported).
+
+    Surrogates encoded in the bytes (CESU-8, Java's way of writing astral characters, or a UTF-16 half) are decoded
+    as such, for :mod:`mlpsych.ingest.textnorm` to join or replace.
+    """
     try:
         data = path.read_bytes()
     except OSError as error:
         raise IngestError(f"cannot read file: {error.strerror or error}") from None
     if not data.strip():
         raise IngestError("empty file")
-    if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+    if _looks_binary(data[:4096]):
         raise IngestError(f"not a text file (binary content, starts with {describe_bytes(data[:64])})")
     for encoding in ("utf-8-sig", "utf-16"):
-        if encoding == "utf-16" and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        if encoding == "utf-16" and not data.startswith(_UTF16_BOMS):
             continue
         try:
-            return data.decode(encoding), []
+            return data.decode(encoding, "surrogatepass"), []
         except UnicodeDecodeError:
             pass
     warning = "file is not valid UTF-8: decoded as Windows-1252 (check accented characters)"
@@ -184,7 +218,7 @@ def read_text_file(path: Path) -> tuple[str, list[str]]:
 def read_jsonl(path: Path) -> Iterable[Document]:
     """Documents written by ``mlpsych ingest`` (one ``Document.to_dict`` per line), maybe hand-corrected since."""
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as error:
         raise IngestError(f"cannot read file: {error.strerror or error}") from None
     with handle:
@@ -192,10 +226,10 @@ def read_jsonl(path: Path) -> Iterable[Document]:
             if not raw.strip():
                 continue
             try:
-                data = json.loads(raw)
+                data = json.loads(decode_utf8(raw))
                 if not isinstance(data, dict) or "id" not in data:
                     raise ValueError("expected an object with an 'id'")
-                document = Document.from_dict(data)
+                document = _normalized_document(data)
             except (ValueError, TypeError, KeyError) as error:
                 yield Document(
                     id=f"{path.stem}-line{number}",
@@ -208,14 +242,36 @@ def read_jsonl(path: Path) -> Iterable[Document]:
             yield document
 
 
-def read_text_json(path: Path) -> dict[str, str]:
-    """``{paper_id: text}`` from the MLPsych ``text.json`` (a JSON string holding JSON) or a plain JSON object."""
+def _normalized_document(data: dict[str, Any]) -> Document:
+    """A JSONL line as a Document: text normalized with its page ranges moved along, every other string made safe."""
+    document = Document.from_dict({**normalize_json({k: v for k, v in data.items() if k != "text"}),
+                                   "text": data.get("text", "")})
+    report = TextReport()
+    document.text, document.pages = normalize_with_pages(document.text, document.pages, report)
+    if report.changed:  # `mlpsych ingest` writes normalized text: this is what was added by hand since
+        cleaning = document.meta.get("cleaning")
+        document.meta["cleaning"] = {**(cleaning if isinstance(cleaning, dict) else {}), "textnorm": report.as_dict()}
+    return document
+
+
+def read_text_json(path: Path, reports: dict[str, TextReport] | None = None) -> dict[str, str]:
+    """``{paper_id: text}`` from the MLPsych ``text.json`` (a JSON string holding JSON) or a plain JSON object.
+
+    Ids and texts are normalized (:mod:`mlpsych.ingest.textnorm`); ``reports`` receives what changed, per id.
+    """
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        data: Any = json.loads(decode_utf8(path.read_bytes()))
         if isinstance(data, str):
             data = json.loads(data)
     except (OSError, ValueError) as error:
         raise IngestError(f"not a readable JSON file ({str(error).splitlines()[0][:120]})") from None
     if not isinstance(data, dict) or not data or not all(isinstance(v, str) for v in data.values()):
         raise IngestError("unrecognized JSON: expected the MLPsych text.json format {paper_id: text}")
-    return {str(key): value for key, value in data.items()}
+    texts: dict[str, str] = {}
+    for key, value in data.items():
+        report = TextReport()
+        paper_id = normalize_text(str(key))
+        texts[paper_id] = normalize_text(value, report)
+        if reports is not None:
+            reports[paper_id] = report
+    return texts

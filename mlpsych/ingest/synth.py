@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -19,6 +21,8 @@ _SURNAMES = (
     "Thompson White Harris Clark Lewis Walker Young Allen King Wright Scott Green Baker Adams Nelson"
 ).split()
 _DEJAVU = Path("/usr/share/fonts/truetype/dejavu")
+MATH_FONT = _DEJAVU / "DejaVuMathTeXGyre.ttf"  # the DejaVu font with the Mathematical Alphanumeric Symbols
+_MATH_RUN = re.compile("[\U0001d400-\U0001d7ff]+")
 
 
 @dataclass
@@ -97,12 +101,56 @@ def _fonts() -> tuple[str, str]:
     return "Times-Roman", "Times-Bold"
 
 
+def _math_font() -> str | None:
+    """DejaVu Math TeX Gyre for inline math letters (𝐾, 𝜆), as a LaTeX preprint sets them; None if not installed."""
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+
+    if not MATH_FONT.is_file():
+        return None
+    if "DejaVuMath" not in pdfmetrics.getRegisteredFontNames():
+        pdfmetrics.registerFont(TTFont("DejaVuMath", str(MATH_FONT)))
+    return "DejaVuMath"
+
+
 def _markup(text: str, font: str, ligatures: bool) -> str:
     if font.startswith("Times"):
         text = text.encode("latin-1", "replace").decode("latin-1")
     if ligatures:
         text = text.replace("fi", "\ufb01").replace("fl", "\ufb02")
-    return escape(text)
+    text = escape(text)
+    math = _math_font() if _MATH_RUN.search(text) else None
+    return _MATH_RUN.sub(lambda m: f'<font name="{math}">{m.group()}</font>', text) if math else text
+
+
+@contextmanager
+def _utf16_to_unicode_maps(overrides: dict[int, str] | None = None) -> Iterator[None]:
+    """Make reportlab write ToUnicode entries in UTF-16BE, as the PDF standard (and TeX, and Word) does.
+
+    reportlab writes ``<%04X>`` of the code point, which garbles a character beyond the BMP (U+1D43E becomes five
+    hex digits and PDFium reads U+1D43). Written right - a surrogate pair - it is what PDFium hands back as two lone
+    UTF-16 halves, the text of real preprints that broke ingest. BMP entries come out as before. ``overrides`` maps
+    a drawn character to what its entry claims instead (a broken map: a lone surrogate, NUL, a non-character).
+    """
+    from reportlab.pdfbase import ttfonts
+
+    original = ttfonts.makeToUnicodeCMap
+    claims = overrides or {}
+
+    def utf16_map(fontname: str, subset: list[int]) -> str:
+        lines = original(fontname, subset).split("\n")
+        first = lines.index(f"{len(subset)} beginbfchar") + 1
+        lines[first : first + len(subset)] = [
+            f"<{k:02X}> <{claims.get(code, chr(code)).encode('utf-16-be', 'surrogatepass').hex().upper()}>"
+            for k, code in enumerate(subset)
+        ]
+        return "\n".join(lines)
+
+    ttfonts.makeToUnicodeCMap = utf16_map
+    try:
+        yield
+    finally:
+        ttfonts.makeToUnicodeCMap = original
 
 
 def render_pdf(
@@ -189,10 +237,69 @@ def render_pdf(
     if paper.references:
         story.append(Paragraph("References", heading))
         story.extend(Paragraph(_markup(ref, font, False), ref_style) for ref in paper.references)
-    doc.build(story)
+    with _utf16_to_unicode_maps():
+        doc.build(story)
     boilerplate = [f"{paper.journal} 2024, Vol. 12(3)", paper.short_title, *notes[: doc.page]]
     boilerplate += list(paper.captions.values()) + list(paper.references)
     return RenderInfo(n_pages=doc.page, boilerplate=boilerplate)
+
+
+def math_italic_paper() -> SynthPaper:
+    """A short methods section with its parameters in Mathematical Italic letters (𝐾, 𝜆, 𝑁), as LaTeX and Word's
+    equation editor set them: render it with :func:`render_pdf` (needs :data:`MATH_FONT`) to test ingestion of
+    characters beyond the BMP."""
+    return SynthPaper(
+        title="Predicting Burnout from Nurses' Essays",
+        short_title="Burnout Essays",
+        paragraphs=[
+            ("Nurses (𝑁 = 312) wrote short essays about their work. We trained random forests with the number of "
+             "trees 𝐾 = 500 and compared them with lasso regression, where the penalty 𝜆 was chosen by ten-fold "
+             "cross-validation."),
+            ("The learning rate 𝜂 = 0.1 and the depth 𝑑 = 8 of the gradient boosting machine were tuned on a "
+             "held-out set; the random forests predicted burnout best (𝑅² = .41, 𝑝 < .001), and the lasso kept "
+             "𝑘 = 37 words."),
+        ] * 3,
+        headings={0: "Method", 2: "Results"},
+    )
+
+
+def text_layer_pdf(path: Path, paragraphs: list[str]) -> None:
+    """A plain PDF whose text layer reads ``paragraphs`` (wrapped into lines), even characters no font draws.
+
+    Controls, surrogates, non-characters and characters DejaVu Serif lacks are each drawn as a stand-in glyph (a
+    Cyrillic or Greek letter the text does not use) whose ToUnicode entry claims the character, as a broken
+    ToUnicode map in a real PDF does. Needs the DejaVu fonts (``FileNotFoundError`` without them).
+    """
+    import textwrap
+
+    from reportlab.lib.pagesizes import letter
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfgen import canvas
+
+    font = _fonts()[0]
+    if not font.startswith("DejaVu"):
+        raise FileNotFoundError(f"DejaVu fonts not found in {_DEJAVU}")
+    drawable = pdfmetrics.getFont(font).face.charToGlyph
+    text = "\n".join(paragraphs)
+    free = (chr(c) for c in [*range(0x0410, 0x0450), *range(0x03B1, 0x03CA)] if chr(c) not in text)
+    stand_in: dict[str, str] = {}
+    for char in dict.fromkeys(text):
+        if char != "\n" and (ord(char) not in drawable or not char.isprintable()):
+            stand_in[char] = next(free)
+    pdf = canvas.Canvas(str(path), pagesize=letter)
+    y = 740.0
+    for paragraph in paragraphs:
+        drawn = "".join(stand_in.get(char, char) for char in paragraph)
+        for line in textwrap.wrap(drawn, 90) + [""]:
+            if y < 60:
+                pdf.showPage()
+                y = 740.0
+            pdf.setFont(font, 9)
+            pdf.drawString(54, y, line)
+            y -= 12
+    pdf.showPage()
+    with _utf16_to_unicode_maps({ord(glyph): char for char, glyph in stand_in.items()}):
+        pdf.save()
 
 
 def image_only_pdf(path: Path) -> None:

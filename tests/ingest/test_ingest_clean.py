@@ -81,6 +81,13 @@ def test_hyphenation_joins_syllable_breaks_but_keeps_real_compounds() -> None:
     assert "meth- ods" in off or "meth-\nods" in off
 
 
+@pytest.mark.timeout(60)
+def test_a_megabyte_line_without_spaces_is_assembled_quickly() -> None:
+    # The line-end hyphen search once ran over the whole previous line: cubic, 20 s for 2,000 characters.
+    text = "x" * 2**20 + "\nnext line"
+    assert clean_pages(lines_from_text([text]), CleaningOptions()).text == "x" * 2**20 + " next line"
+
+
 # ---------------------------------------------------------------------------------------------------------- headers
 
 
