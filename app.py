@@ -1,9 +1,9 @@
 """mlpsych in the browser: `streamlit run app.py`.
 
-A thin page over :mod:`mlpsych.app.logic`: papers in (upload or a folder on this machine), a question template
-(from the library, a file, or made in a form), a preset, a run with progress and a measured time estimate, then
-the answers with evidence and page, filters, and XLSX / CSV downloads. The cache is the CLI's, so a rerun is
-instant.
+A thin page over :mod:`mlpsych.app`: papers in (upload or a folder on this machine), a question template
+(from the library, a file, or made in a form), a preset, a run that checks its models first and shows progress
+measured from the pipeline's events, then one row per paper, the answers with evidence and page, filters, and
+downloads of all or the filtered rows. The cache is the CLI's, so a rerun is instant.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from mlpsych.app import logic
+from mlpsych.app import demo, logic, preflight, results, runner
+from mlpsych.app.estimate import ProgressTracker, format_seconds
 from mlpsych.cache import default_cache_dir
 
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -35,9 +36,13 @@ def sidebar() -> dict:
     side.caption(presets[preset])
     device = side.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key="device",
                             help="auto takes a GPU when there is one")
-    normalize = side.checkbox("Clean answer lists with the LLM", value=True, key="normalize",
+    if "normalize" not in state:  # on by default only where it runs in reasonable time
+        state.normalize = logic.has_accelerator()
+    normalize = side.checkbox("Clean answer lists with the LLM", key="normalize",
                               help="A large language model (LLM, a text-writing model) turns the extracted snippets "
                                    "into a tidy list. Slow without a GPU; off, you get the snippets themselves.")
+    if not normalize and not logic.has_accelerator():
+        side.caption(logic.LLM_OFF_NOTE)
     max_sub = side.number_input("Follow-up questions per paper (0 = template's)", min_value=0, max_value=100,
                                 value=0, key="max_sub",
                                 help="Multi-hop questions ask one follow-up per answer of an earlier question "
@@ -89,83 +94,114 @@ def papers_section() -> list[Path] | list[tuple[str, str, bytes]] | None:
 
 def questions_section(question_file: str):
     st.subheader("2 · Questions")
-    if question_file:
-        source = question_file
-        st.caption(f"Questions from the file in the sidebar: `{question_file}`")
-    else:
-        choices = logic.template_choices()
-        label = st.selectbox("Question template", list(choices), key="template",
-                             help="The library's templates and the ones you saved below.")
-        source = choices[label]
+    choices = logic.template_choices()
+    if question_file:  # the sidebar's file comes first; the templates stay one click away
+        choices = {f"{Path(question_file).name} (question file in the sidebar)": question_file, **choices}
+    if state.get("template") not in choices or question_file != state.get("question_file_shown"):
+        state.template = next(iter(choices))  # a newly given question file is the one used
+        state.question_file_shown = question_file
+    label = st.selectbox("Question template", list(choices), key="template",
+                         help="The library's templates, the ones you saved below, and the sidebar's file.")
     try:
-        questions = logic.load_questions(source)
+        questions = logic.load_questions(choices[label])
     except logic.AppInputError as error:
         st.error(str(error))
         return None
     if questions.description:
         st.caption(questions.description)
+    typed = state.get("typed_questions", {}).get(choices[label], [])
+    for entry in typed:
+        questions = logic.with_question(questions, entry)
+    if typed:
+        st.caption("Also asked in this run (not saved): " + ", ".join(e["id"] for e in typed))
     labels = {q.id: logic.question_label(q) for q in questions.in_run_order()}
+    state.picked_questions = [q for q in state.get("picked_questions", []) if q in labels]
     picked = st.multiselect("Questions to answer (empty = all)", list(labels), format_func=labels.get,
                             key="picked_questions")
     if any(questions.get(q).experimental for q in (picked or labels)):
         st.caption("Questions marked *experimental* have not been measured on hand-coded papers yet: "
                    "check their answers before relying on them.")
-    custom_questions_form(questions)
+    custom_questions_form(questions, choices[label])
     return questions.select(picked) if picked else questions
 
 
-def custom_questions_form(current) -> None:
+def fill_form(current) -> None:
+    """'Start from' changed: every field of the form takes the chosen question's value."""
+    start = state.edit_from
+    base = current.get(start) if start != NEW else None
+    state.update(logic.form_values(base, state.get("form_models_offered", [])))
+
+
+NEW = "(new question)"
+
+
+def custom_questions_form(current, source: str) -> None:
     with st.expander("Add or edit your own questions (saved as a reusable template file)"):
         folder = logic.templates_dir()
         st.caption(f"Saved in `{folder}`; they appear in the template list and work with "
                    "`mlpsych run --questions FILE`.")
-        ids = ["(new question)"] + [q.id for q in current.questions]
-        start = st.selectbox("Start from", ids, key="edit_from")
-        base = current.get(start) if start != "(new question)" else None
+        template_models = [m for q in current.questions for m in q.models]
+        here = preflight.models_here(template_models)
+        state.form_models_offered = [*here, *template_models]  # a new question starts with a model that is here
+        ids = [NEW] + [q.id for q in current.questions]
+        if state.get("edit_from") not in ids:
+            state.edit_from = NEW
+        if "form_id" not in state or state.get("form_source") != source:
+            state.form_source = source
+            fill_form(current)
+        start = st.selectbox("Start from", ids, key="edit_from", on_change=fill_form, args=(current,),
+                     help="Fills the form with a question of the template, to change it or save a variant.")
+        st.caption("Models on this machine: " + (", ".join(here) if here else "none found (Hub ids are downloaded "
+                                                 "on the first run)"))
         with st.form("question_form"):
             name = st.text_input("Template name", value="my-questions", key="form_template")
-            qid = st.text_input("Short id (letters, digits, _ . -)", value=base.id if base else "", key="form_id")
-            text = st.text_area("Question", value=base.text if base else "", key="form_text",
-                                help="Asked of every paper, as you would ask a colleague. For a follow-up "
-                                     "question, put __PLACEHOLDER__ where the earlier answer goes.")
-            kinds = ["entity", "phrase", "number"]
-            kind = st.selectbox("Kind of answer", kinds, index=kinds.index(base.kind) if base else 0,
-                                key="form_kind", help="entity: names (methods, countries); phrase: a short "
-                                "passage (a research question); number: a count (sample size)")
-            models = st.text_area(
-                "Models (one per line)", key="form_models",
-                value="\n".join(base.models) if base else "deepset/deberta-v3-large-squad2",
-                help="Reading-comprehension models tuned on SQuAD 2.0 (a question-answering data set): Hub ids "
-                     "or folders on this machine.")
-            top_k = st.number_input("Answers kept per model", 1, 200, value=base.top_k if base else 5,
-                                    key="form_top_k")
-            allow_empty = st.checkbox("'No answer' is a valid answer", value=base.allow_empty if base else True,
-                                      key="form_allow_empty")
-            merge = st.checkbox("Merge overlapping answers", value=base.merge if base else True, key="form_merge")
-            bridge = st.text_input("Follow-up of question (id, optional)",
-                                   value=(base.bridge_from or "") if base else "", key="form_bridge")
-            saved = st.form_submit_button("Save question")
-        if saved:
-            entry = logic.question_fields(id=qid, text=text, kind=kind, models=models, top_k=int(top_k),
-                                          allow_empty=allow_empty, merge=merge, bridge_from=bridge)
+            st.text_input("Short name (id: letters, digits, _ . -)", key="form_id")
+            st.text_area("Question", key="form_text",
+                         help="Asked of every paper, as you would ask a colleague. For a follow-up "
+                              "question, put __PLACEHOLDER__ where the earlier answer goes.")
+            st.selectbox("Kind of answer", ["entity", "phrase", "number"], key="form_kind",
+                         help="entity: names (methods, countries); phrase: a short passage (a research question); "
+                              "number: a count (sample size)")
+            st.text_area("Models (one per line)", key="form_models",
+                         help="Reading-comprehension models tuned on SQuAD 2.0 (a question-answering data set): "
+                              "Hub ids or folders on this machine; those on this machine are listed above.")
+            st.number_input("Answers kept per model", 1, 200, key="form_top_k")
+            st.checkbox("'No answer' is a valid answer", key="form_allow_empty")
+            st.checkbox("Merge overlapping answers", key="form_merge")
+            st.text_input("Follow-up of question (id, optional)", key="form_bridge")
+            save, use = st.columns(2)
+            saved = save.form_submit_button("Save question")
+            used = use.form_submit_button("Use in this run without saving")
+        if saved or used:
+            entry = logic.question_fields(
+                id=state.form_id, text=state.form_text, kind=state.form_kind, models=state.form_models,
+                top_k=int(state.form_top_k), allow_empty=state.form_allow_empty, merge=state.form_merge,
+                bridge_from=state.form_bridge, based_on=current.get(start) if start != NEW else None)
             try:
-                path = logic.template_path(name, folder)
-                result = logic.save_question(entry, path)
+                if used:
+                    logic.with_question(current, entry)  # checked against the template it joins
+                    typed = state.setdefault("typed_questions", {}).setdefault(source, [])
+                    typed[:] = [e for e in typed if e["id"] != entry["id"]] + [entry]
+                    state.flash = f"{entry['id']} is asked in the next run (not saved)."
+                else:
+                    path = logic.template_path(name, folder)
+                    result = logic.save_question(entry, path, context=current)
+                    state.flash = (f"Saved {entry['id']} in {path} ({len(result.questions)} question(s)); pick "
+                                   f"'{path.stem} (mine)' in the template list.")
             except logic.AppInputError as error:
-                st.error(f"Not saved: {error}")
-            else:  # rerun so the template list above shows the new file
-                state.flash = (f"Saved {entry['id']} in {path} ({len(result.questions)} question(s)); pick "
-                               f"'{path.stem} (mine)' in the template list.")
+                st.error(f"Not {'added' if used else 'saved'}: {logic.plain_error(str(error))}")
+            else:  # rerun so the template list and question picker above show the change
                 st.rerun()
         if state.get("flash"):
             st.success(state.pop("flash"))
-        edit_yaml(current)
+        edit_yaml(current, source)
 
 
-def edit_yaml(current) -> None:
+def edit_yaml(current, source: str) -> None:
     st.markdown("**Or edit a whole template as text** (YAML)")
-    text = st.text_area("Template", value=logic.template_yaml(current), height=240, key="yaml_text")
-    name = st.text_input("Save as", value=f"{current.name or 'my-questions'}-edited", key="yaml_name")
+    # keyed by the template, so the editor shows the chosen template, not the first one it showed
+    text = st.text_area("Template", value=logic.template_yaml(current), height=240, key=f"yaml_text:{source}")
+    name = st.text_input("Save as", value=f"{current.name or 'my-questions'}-edited", key=f"yaml_name:{source}")
     check, save = st.columns(2)
     if check.button("Check", key="yaml_check"):
         try:
@@ -189,14 +225,21 @@ def edit_yaml(current) -> None:
 def run_section(papers, questions, options: dict) -> None:
     st.subheader("3 · Run")
     ready = papers is not None and questions is not None
-    if not st.button("Run", type="primary", disabled=not ready, key="run"):
-        return
     try:
-        run_questions, settings = logic.build_run(questions, options["preset"], device=options["device"],
-                                                  normalize=options["normalize"],
-                                                  max_sub_questions=options["max_sub"])
+        run_questions, settings = (logic.build_run(questions, options["preset"], device=options["device"],
+                                                   normalize=options["normalize"],
+                                                   max_sub_questions=options["max_sub"])
+                                   if questions is not None else (None, None))
     except logic.AppInputError as error:
         st.error(str(error))
+        return
+    if run_questions is not None:
+        note = preflight.download_note(runner.plan_models(run_questions, settings, options["cache_dir"]))
+        if note:
+            st.info(note)
+    pressed = st.button("Run", type="primary", disabled=not ready, key="run")
+    demo_asked = state.pop("autorun", False)  # the demo button's run, once
+    if not (pressed or (ready and demo_asked)):
         return
     if papers and isinstance(papers[0], tuple):  # uploads: save them now under safe names
         if "upload_root" not in state:
@@ -210,37 +253,57 @@ def run_section(papers, questions, options: dict) -> None:
             return
         papers = saved.paths
     state.run_count = state.get("run_count", 0) + 1
-    bar = st.progress(0.0, text="Reading papers…")
-    line = st.empty()
+    bar = st.progress(0.0, text="Checking the models, then reading the files…")
     tracker: dict = {}
 
-    def on_documents(documents) -> None:
-        readable = sum(1 for d in documents if d.ok and d.text.strip())
-        tracker["t"] = logic.ProgressTracker(logic.plan_steps(run_questions, settings, readable))
-        bar.progress(0.0, text=f"{readable} of {len(documents)} paper(s) read; answering questions…")
+    def on_start(documents, plan) -> None:
+        tracker["t"] = ProgressTracker(plan)
+        n = sum(map(runner.readable, documents))
+        bar.progress(0.0, text=f"{n} of {len(documents)} paper(s) read; answering questions…")
 
-    def on_progress(stage: str, done: int, total: int) -> None:
+    def on_progress(event) -> None:
         t = tracker["t"]
-        t.update(stage, done, total)
+        t.update(event)
         bar.progress(t.fraction(), text=t.describe())
-        line.caption(f"Stage {logic.short_stage(stage)} · paper {done} of {total}")
 
     with st.spinner("Running…"):
-        outcome = logic.run_papers(papers, run_questions, settings, cache_dir=options["cache_dir"],
-                                   on_progress=on_progress, on_documents=on_documents)
-    if "t" in tracker:
-        tracker["t"].finish()
-    bar.progress(1.0, text=f"Finished in {logic.format_seconds(outcome.seconds)}")
-    line.empty()
+        outcome = runner.run_papers(papers, run_questions, settings, cache_dir=options["cache_dir"],
+                                    on_progress=on_progress, on_start=on_start)
+    if outcome.error or outcome.nothing_read:  # the results section says what went wrong, in red
+        bar.empty()
+    else:
+        bar.progress(1.0, text=f"Finished in {format_seconds(outcome.seconds)}")
     state.outcome = outcome
     state.downloads = None
     for key in ("filter_q", "filter_p", "filter_text"):  # a new run starts unfiltered
         state.pop(key, None)
-    if outcome.result is not None:
-        state.downloads = {suffix: logic.download_bytes(outcome.result, suffix) for suffix in (".xlsx", ".csv")}
+    if outcome.result is not None and not outcome.nothing_read:
+        state.downloads = {suffix: results.download_bytes(outcome.result, suffix) for suffix in (".xlsx", ".csv")}
+
+
+def use_demo_models() -> None:
+    """The 'tiny demo models' way forward: their question file in the sidebar, and the same papers run again."""
+    path = demo.demo_question_file()
+    state.question_file = str(path)  # selected as the template on the rerun
+    state.autorun = True
 
 
 # -- results -----------------------------------------------------------------------------------------------------
+
+def failed(outcome) -> None:
+    if not outcome.missing_models:
+        st.error(f"The run failed after {format_seconds(outcome.seconds)}: {outcome.error}")
+        return
+    st.error(outcome.error)  # says the run did not start, and which models are missing
+    st.markdown("**Two ways forward**")
+    st.button("Run the tiny demo models on the same papers", key="demo", on_click=use_demo_models,
+              help="Tiny random-weight models built here in seconds: the answers are meaningless, but every step "
+                   "of the app works, with no download.")
+    st.caption(preflight.LOCAL_MODELS_HELP)
+    if any(c.where == "missing" and c.role == "LLM" for c in outcome.checks):
+        st.caption("Or switch off 'Clean answer lists with the LLM' in the sidebar: the run then needs only the "
+                   "reader models.")
+
 
 def results_section() -> None:
     outcome = state.get("outcome")
@@ -248,42 +311,85 @@ def results_section() -> None:
         return
     st.subheader("4 · Results")
     if outcome.error:
-        st.error(f"The run could not finish: {outcome.error}")
+        failed(outcome)
     result = outcome.result
     if result is None:
         return
+    status = results.status_table(result)
+    if outcome.nothing_read:
+        st.error(f"Nothing to answer: none of the {len(result.documents)} file(s) could be read, so there are no "
+                 "answers and nothing to download. What went wrong with each:")
+        st.dataframe(status, hide_index=True, width="stretch")
+        return
     info = result.info
     hits, misses = info.get("cache_hits", 0), info.get("cache_misses", 0)
-    st.caption(f"{len(result.documents)} paper(s) in {logic.format_seconds(outcome.seconds)}; "
+    st.caption(f"{len(result.documents)} paper(s) in {format_seconds(outcome.seconds)}; "
                f"cache: {hits} reused, {misses} computed ({info.get('cache', '')})")
     for warning in info.get("warnings", []):
         st.warning(warning)
-    status = logic.status_table(result)
+    for line in results.duplicate_names(result.documents):
+        st.warning(line)
     problems = status[status["status"] != "ok"]
     for _, row in problems.iterrows():
         st.warning(f"{row['paper']} ({row['source_file']}): {row['status']}")
-    with st.expander("Papers", expanded=bool(len(problems))):
+    st.markdown("**One row per paper** (the spreadsheet's *papers* sheet)")
+    st.dataframe(results.overview_table(result), hide_index=True, width="stretch", key="overview")
+    with st.expander("Files and their status", expanded=bool(len(problems))):
         st.dataframe(status, hide_index=True, width="stretch")
-    table = logic.results_table(result)
+    answers_section(result, status)
+
+
+def answers_section(result, status) -> None:
+    st.markdown("**Answers** with the sentence each comes from and its page")
+    table = results.results_table(result)
+    ids = [q.id for q in result.questions.in_run_order()]
+    unanswered = [q for q in ids if q not in set(table["question_id"])]
+    if unanswered:
+        st.caption("No answer in any paper: " + ", ".join(unanswered))
     left, middle, right = st.columns(3)
-    questions = left.multiselect("Question", sorted(table["question_id"].unique()), key="filter_q")
-    papers = middle.multiselect("Paper", list(status["paper"]), key="filter_p")
-    text = right.text_input("Contains", key="filter_text")
-    shown = logic.filter_results(table, questions, papers, text)
+    chosen = results.ResultFilter(
+        tuple(left.multiselect("Question", ids, key="filter_q")),
+        tuple(middle.multiselect("Paper", list(status["paper"]), key="filter_p")),
+        right.text_input("Contains (answer, evidence or technique)", key="filter_text"))
+    shown = results.filter_results(table, chosen)
     st.caption(f"{len(shown)} of {len(table)} answers")
-    st.dataframe(shown, hide_index=True, width="stretch", key="results_table",
-                 column_config={"evidence": st.column_config.TextColumn("evidence", width="large"),
-                                "answer": st.column_config.TextColumn("answer", width="medium"),
-                                "score": st.column_config.NumberColumn("score", format="%.3f")})
+    # keyed by the filter, so a row picked among other rows does not stay picked here
+    picked = st.dataframe(
+        shown, hide_index=True, width="stretch", key=f"results_table:{hash(chosen)}", on_select="rerun",
+        selection_mode="single-row", height=600 if len(shown) > 15 else "auto",
+        column_config={
+            "paper": st.column_config.TextColumn("paper", pinned=True),
+            "question_id": st.column_config.TextColumn("question", pinned=True, width="small"),
+            "technique": st.column_config.TextColumn("technique", help="what a follow-up question asked about"),
+            "answer": st.column_config.TextColumn("answer", width="medium"),
+            "evidence": st.column_config.TextColumn("evidence", width="large"),
+            "page": st.column_config.NumberColumn("page", width="small"),
+            "score": st.column_config.NumberColumn("score", format="%.3g", width="small",
+                                                   help="the model's confidence (higher is surer)"),
+            "question": st.column_config.TextColumn("full question")})
+    rows = [r for r in picked.selection.rows if r < len(shown)] if picked else []
+    if rows:
+        st.info(results.evidence_card(shown.iloc[rows[0]].to_dict()))
+    else:
+        st.caption("Select a row (the box at its left) to read its whole evidence sentence here.")
     downloads = state.get("downloads") or {}
-    one, two = st.columns(2)
+    one, two, three = st.columns(3)
     if ".xlsx" in downloads:
-        one.download_button("Download XLSX (all sheets, coder columns)", downloads[".xlsx"], "results.xlsx",
-                            mime="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-                            key="download_xlsx")
+        one.download_button("Download all: XLSX (all sheets, coder columns)", downloads[".xlsx"], "results.xlsx",
+                            mime=XLSX_MIME, key="download_xlsx")
     if ".csv" in downloads:
-        two.download_button("Download CSV (answers)", downloads[".csv"], "results.csv", mime="text/csv",
+        two.download_button("Download all: CSV (answers)", downloads[".csv"], "results.csv", mime="text/csv",
                             key="download_csv")
+    if chosen.active:
+        three.download_button(f"Download filtered: XLSX ({len(shown)} answers)",
+                              results.download_bytes(results.filtered_result(result, chosen), ".xlsx"),
+                              "results-filtered.xlsx", mime=XLSX_MIME, key="download_filtered",
+                              disabled=shown.empty)
+    else:
+        three.caption("The filters above apply to a 'Download filtered' button here.")
+
+
+XLSX_MIME = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
 def main() -> None:

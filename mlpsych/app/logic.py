@@ -1,24 +1,23 @@
 """What the Streamlit app does, as plain functions: the page (``app.py``) only lays out widgets and calls these.
 
 Keeping the logic here makes it unit-testable without a browser: file-name sanitizing and saving uploads,
-question templates (load, build from a form, validate with the project's loader, save), presets, the run
-itself (papers -> ``RunResult``, never raising for one bad paper), a progress tracker that estimates the
-time left from measured progress, and the tables and downloads shown on the page.
+question templates (load, fill the form from one, build one from the form, validate with the project's loader and
+say what is wrong in plain words, save) and presets. The run is :mod:`mlpsych.app.runner` (its model check
+:mod:`mlpsych.app.preflight`, its estimate :mod:`mlpsych.app.estimate`), the tables :mod:`mlpsych.app.results`.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import tempfile
-import time
 import unicodedata
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlpsych.errors import AppInputError
 from mlpsych.questions import (
     PLACEHOLDER,
     QuestionFileError,
@@ -30,22 +29,14 @@ from mlpsych.questions import (
 )
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-    from mlpsych.documents import Document
-    from mlpsych.pipeline import RunResult
+    from mlpsych.questions import QuestionTemplate
     from mlpsych.settings import RunSettings
-
-log = logging.getLogger(__name__)
 
 # Keep in step with server.maxUploadSize in .streamlit/config.toml (Streamlit enforces it per file, in MB).
 MAX_UPLOAD_MB = 200
 MAX_NAME_LENGTH = 100
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
-
-class AppInputError(ValueError):
-    """A user mistake the page shows as a one-line message (never a traceback)."""
 
 
 # -- uploads -------------------------------------------------------------------------------------------------
@@ -179,9 +170,13 @@ def load_questions(source: str | Path) -> QuestionSet:
 def question_fields(
     *, id: str, text: str, kind: str = "entity", models: str | list[str] = "", top_k: int = 5,
     allow_empty: bool = False, merge: bool = True, bridge_from: str = "", description: str = "",
-    experimental: bool = True,
+    experimental: bool = True, based_on: QuestionTemplate | None = None,
 ) -> dict[str, Any]:
-    """The template entry a form describes (models: one per line or comma-separated); validated on save."""
+    """The template entry a form describes (models: one per line or comma-separated); validated on save.
+
+    ``based_on``: the question the form started from; what the form does not show (LLM prompt, retrieval, answer
+    length) is kept from it, so changing only the model makes a variant, not a poorer copy.
+    """
     model_list = models if isinstance(models, list) else [m.strip() for m in re.split(r"[\n,]", models or "")]
     entry: dict[str, Any] = {"id": (id or "").strip(), "text": " ".join((text or "").split()), "kind": kind,
                              "models": [m for m in model_list if m], "top_k": int(top_k),
@@ -190,7 +185,53 @@ def question_fields(
         entry["bridge_from"] = bridge_from.strip()
     if description and description.strip():
         entry["description"] = description.strip()
+    if based_on is not None:
+        hidden = based_on.model_dump(exclude_defaults=True, exclude={*entry, "bridge_from"})
+        entry = {**hidden, **entry}
     return entry
+
+
+# The loader's messages for mistakes a form can make, in the words of the form.
+_PLAIN = [
+    (r"field 'id': String should have at least", "give the question a short name (its id), e.g. sample_size"),
+    (r"field 'id': String should match pattern", "the short name may hold only letters, digits and _ . - (no spaces)"),
+    (r"field 'text': String should have at least", "type the question itself (a few words at least)"),
+    (r"field 'models': List should have at least", "name at least one model, one per line"),
+    (r"bridges from unknown question '([^']*)'", r"it follows up question '\1', which is not in this template"),
+    (r"must contain __PLACEHOLDER__", "a follow-up question needs __PLACEHOLDER__ where the earlier answer goes"),
+]
+
+
+def plain_error(message: str) -> str:
+    """The loader's message for a form's mistake in plain words (any other message is kept as it is)."""
+    for pattern, plain in _PLAIN:
+        found = re.search(pattern, message)
+        if found:
+            return found.expand(plain)
+    return message
+
+
+def form_values(question: QuestionTemplate | None, default_models: list[str]) -> dict[str, Any]:
+    """Every field of the question form (by widget key) filled from ``question``, or blank for a new one."""
+    if question is None:
+        return {"form_id": "", "form_text": "", "form_kind": "entity", "form_models": "\n".join(default_models[:1]),
+                "form_top_k": 5, "form_allow_empty": True, "form_merge": True, "form_bridge": ""}
+    return {"form_id": question.id, "form_text": question.text, "form_kind": question.kind,
+            "form_models": "\n".join(question.models), "form_top_k": question.top_k,
+            "form_allow_empty": question.allow_empty, "form_merge": question.merge,
+            "form_bridge": question.bridge_from or ""}
+
+
+def with_question(questions: QuestionSet, entry: dict[str, Any]) -> QuestionSet:
+    """The set with a typed question added (or replacing one with its id), validated: to run it without saving."""
+    return _validated({"name": questions.name or "questions", "description": questions.description,
+                       "questions": [*_entries(questions, entry.get("id")), entry]}, questions.source or "questions")
+
+
+def _entries(questions: QuestionSet, replaced: str | None) -> list[dict[str, Any]]:
+    """The set's questions as file entries, less the one with id ``replaced``."""
+    return [q.model_dump(exclude_defaults=True) | {"id": q.id, "text": q.text, "models": q.models}
+            for q in questions.questions if q.id != replaced]
 
 
 def _validated(raw: dict, source: str) -> QuestionSet:
@@ -206,22 +247,27 @@ def template_path(name: str, folder: Path | None = None) -> Path:
     return (folder or templates_dir()) / f"{stem}.yaml"
 
 
-def save_question(entry: dict[str, Any], path: Path, *, set_name: str | None = None) -> QuestionSet:
+def save_question(entry: dict[str, Any], path: Path, *, set_name: str | None = None,
+                  context: QuestionSet | None = None) -> QuestionSet:
     """Add ``entry`` to the template file at ``path`` (replacing a question with the same id) and save it.
 
-    The whole set is validated before anything is written and read back with the project's loader, so a saved
-    file always loads in ``mlpsych run`` too.
+    A follow-up whose earlier question is not in the file brings it (and its own earlier ones) from ``context``,
+    the template the form started from, so a variant of q4 saves without copying q1 by hand. The whole set is
+    validated before anything is written and read back with the project's loader, so a saved file always loads
+    in ``mlpsych run`` too.
     """
-    existing: list[dict] = []
+    kept: list[dict] = []
     name = set_name or path.stem
     description = ""
     if path.is_file():
         current = load_questions(path)
-        existing = [q.model_dump(exclude_defaults=True) | {"id": q.id, "text": q.text, "models": q.models}
-                    for q in current.questions]
+        kept = _entries(current, entry.get("id"))
         name, description = current.name or name, current.description
-    questions = [q for q in existing if q["id"] != entry.get("id")] + [entry]
-    raw = {"name": name, "description": description, "questions": questions}
+    bridge = entry.get("bridge_from")
+    if bridge and context is not None and bridge in {q.id for q in context.questions}:
+        have = {e["id"] for e in kept}
+        kept += [e for e in _entries(context.select([bridge]), entry.get("id")) if e["id"] not in have]
+    raw = {"name": name, "description": description, "questions": [*kept, entry]}
     checked = _validated(raw, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     dump_question_set(checked, path)
@@ -285,257 +331,22 @@ def preset_choices() -> dict[str, str]:
 def build_run(questions: QuestionSet, preset: str, *, device: str = "auto", normalize: bool = True,
               max_sub_questions: int | None = None) -> tuple[QuestionSet, RunSettings]:
     """Questions and settings for a run: the preset (models, windows) plus the page's device and LLM switch."""
-    from mlpsych.reader import ReaderSettings
     from mlpsych.settings import LLMSettings, RunSettings, apply_preset
 
     try:
-        base = RunSettings(reader=ReaderSettings(device=device), llm=LLMSettings(enabled=normalize),
-                           max_sub_questions=max_sub_questions)
+        base = RunSettings(llm=LLMSettings(enabled=normalize), max_sub_questions=max_sub_questions)
+        base = base.model_copy(update={"reader": replace(base.reader, device=device)})
         return apply_preset(preset, questions, base)
     except ValueError as error:
         raise AppInputError(str(error).splitlines()[0]) from None
 
 
-# -- progress and the time estimate --------------------------------------------------------------------------
+def has_accelerator() -> bool:
+    """A GPU torch can use (CUDA or Apple's MPS): the LLM stage is on by default only then."""
+    import torch
 
-@dataclass
-class Step:
-    """One stage of the run (a model reading every paper, or the LLM): its label and papers done / to do."""
-
-    label: str
-    total: int
-    done: int = 0
+    return torch.cuda.is_available() or bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
 
 
-def plan_steps(questions: QuestionSet, settings: RunSettings, n_papers: int) -> list[Step]:
-    """The stages the pipeline will report, in order, each with the number of progress ticks expected.
-
-    Mirrors the pipeline's labels: per question level, one stage per reader model (a tick per paper), then one
-    normalization stage per LLM (a tick per paper and normalized question). Multi-hop levels are planned for
-    every paper; the tracker shrinks a stage when the pipeline reports a smaller total.
-    """
-    from mlpsych.pipeline import question_levels
-
-    steps: list[Step] = []
-    for level in question_levels(questions):
-        label = ",".join(q.id for q in level)
-        for model in dict.fromkeys(m for q in level for m in q.models):
-            steps.append(Step(f"{label} · {model}", n_papers))
-        if settings.llm.enabled:
-            per_llm: dict[str, int] = {}
-            for q in level:
-                if q.normalize:
-                    llm = settings.llm.model or q.normalize.model or "meta-llama/Meta-Llama-3-8B-Instruct"
-                    per_llm[llm] = per_llm.get(llm, 0) + n_papers
-            steps += [Step(f"normalize · {llm}", n) for llm, n in per_llm.items()]
-    return steps
-
-
-class ProgressTracker:
-    """Collects the pipeline's ``on_progress(stage, done, total)`` calls and estimates the time left.
-
-    The estimate is measured, not guessed: seconds so far divided by steps done, times steps left. Until one
-    step has finished there is no estimate. Loading a model counts in the first step of its stage, and cached
-    steps are nearly free, so the estimate is rough early in a run and firms up as it goes.
-    """
-
-    def __init__(self, steps: list[Step], clock: Callable[[], float] = time.monotonic) -> None:
-        self.steps = steps
-        self.clock = clock
-        self.started = clock()
-        self.active = 0
-        self.finished = False
-
-    def update(self, label: str, done: int, total: int) -> None:
-        index = self._find(label)
-        for skipped in self.steps[self.active:index]:  # stages passed over had no (more) work
-            skipped.total = skipped.done
-        self.active = index
-        step = self.steps[index]
-        step.total = total
-        step.done = max(step.done, min(done, total))
-
-    def _find(self, label: str) -> int:
-        if self.active < len(self.steps):
-            current = self.steps[self.active]
-            if current.label == label and current.done < current.total:
-                return self.active
-        for i in range(self.active, len(self.steps)):
-            step = self.steps[i]
-            if step.label == label and step.done < step.total and (i > self.active or step.done == 0):
-                return i
-        self.steps.append(Step(label, 0))  # a stage the plan did not foresee
-        return len(self.steps) - 1
-
-    def finish(self) -> None:
-        self.finished = True
-        for step in self.steps:
-            step.total = step.done
-
-    @property
-    def done(self) -> int:
-        return sum(s.done for s in self.steps)
-
-    @property
-    def total(self) -> int:
-        return sum(s.total for s in self.steps)
-
-    @property
-    def elapsed(self) -> float:
-        return self.clock() - self.started
-
-    def fraction(self) -> float:
-        return 1.0 if self.finished or not self.total else min(1.0, self.done / self.total)
-
-    def seconds_left(self) -> float | None:
-        """Measured time per step so far times the steps left; None before the first step is done."""
-        if self.finished:
-            return 0.0
-        if self.done == 0:
-            return None
-        return self.elapsed / self.done * max(0, self.total - self.done)
-
-    def current(self) -> Step | None:
-        return self.steps[self.active] if self.active < len(self.steps) else None
-
-    def describe(self) -> str:
-        """One line for the page: stage, paper count and the estimate with what it is based on."""
-        step = self.current()
-        where = f"{short_stage(step.label)}: paper {step.done} of {step.total}" if step else "starting"
-        left = self.seconds_left()
-        if left is None:
-            estimate = "time left: measured after the first paper"
-        else:
-            estimate = (f"about {format_seconds(left)} left (measured: {self.done} of {self.total} steps "
-                        f"in {format_seconds(self.elapsed)})")
-        return f"{where} · {estimate}"
-
-
-def short_model(model: str) -> str:
-    """``/long/path/deberta-v2`` or ``deepset/deberta-v3-large-squad2`` -> the last part, for display."""
-    return model.rstrip("/").split("/")[-1]
-
-
-def short_stage(label: str) -> str:
-    """``q1,q2 · /long/path/deberta-v2`` -> ``q1,q2 · deberta-v2`` for display."""
-    head, sep, model = label.partition(" · ")
-    return f"{head}{sep}{short_model(model)}" if sep else label
-
-
-def format_seconds(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
-
-
-# -- the run -------------------------------------------------------------------------------------------------
-
-@dataclass
-class RunOutcome:
-    """What a run in the app produced: a result (possibly with per-paper errors) or one message for the page."""
-
-    result: RunResult | None = None
-    error: str | None = None
-    documents: list[Document] = field(default_factory=list)
-    seconds: float = 0.0
-
-
-def run_papers(
-    papers: list[Path] | Path,
-    questions: QuestionSet,
-    settings: RunSettings,
-    *,
-    cache_dir: Path | str | None = None,
-    on_progress: Callable[[str, int, int], None] | None = None,
-    on_documents: Callable[[list[Document]], None] | None = None,
-    pdf_backend: str = "auto",
-) -> RunOutcome:
-    """Read the papers and answer the questions with the CLI's cache; never raises for a user-facing problem.
-
-    One unreadable paper becomes a status on its row; a model that cannot be loaded, or an unexpected failure,
-    becomes ``outcome.error`` (finished work stays in the cache).
-    """
-    from mlpsych.cache import ResultCache
-    from mlpsych.ingest import load_documents
-    from mlpsych.models import ModelLoadError
-    from mlpsych.pipeline import Pipeline
-
-    started = time.monotonic()
-    outcome = RunOutcome()
-    try:
-        outcome.documents = load_documents(papers, pdf_backend=pdf_backend, progress=False)
-        if on_documents:
-            on_documents(outcome.documents)
-        pipeline = Pipeline(questions, settings, ResultCache(cache_dir), progress=False, on_progress=on_progress)
-        outcome.result = pipeline.run(outcome.documents)
-    except (FileNotFoundError, ValueError) as error:
-        outcome.error = str(error).splitlines()[0] if str(error) else type(error).__name__
-    except ModelLoadError as error:
-        outcome.error = f"{error} (finished work is kept in the cache)"
-    except Exception as error:  # noqa: BLE001 - the page must stay alive and say what happened
-        log.exception("run failed")
-        outcome.error = f"the run stopped: {type(error).__name__}: {error}"
-    outcome.seconds = time.monotonic() - started
-    return outcome
-
-
-# -- tables and downloads ------------------------------------------------------------------------------------
-
-RESULT_COLUMNS = ["paper", "question_id", "answer", "evidence", "page", "score", "stage", "models", "question",
-                  "source_file"]
-
-
-def results_table(result: RunResult) -> pd.DataFrame:
-    """Final answers (and ungrounded LLM items, for review), one row each, with evidence sentence and page."""
-    import pandas as pd
-
-    from mlpsych.export import answer_rows
-
-    rows = [{**r, "paper": r["paper_id"], "models": "+".join(short_model(m) for m in r["models"])}
-            for r in answer_rows(result, final_only=True)]
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS) if rows else pd.DataFrame(columns=RESULT_COLUMNS)
-
-
-def filter_results(table: pd.DataFrame, question_ids: list[str] | None = None,
-                   papers: list[str] | None = None, text: str = "") -> pd.DataFrame:
-    """Rows for the chosen questions and papers (none chosen = all) whose answer or evidence holds ``text``."""
-    import pandas as pd
-
-    mask = pd.Series(True, index=table.index)
-    if question_ids:
-        mask &= table["question_id"].isin(question_ids)
-    if papers:
-        mask &= table["paper"].isin(papers)
-    needle = (text or "").strip().casefold()
-    if needle:
-        mask &= (table["answer"].fillna("").str.casefold().str.contains(needle, regex=False)
-                 | table["evidence"].fillna("").str.casefold().str.contains(needle, regex=False))
-    return table[mask].reset_index(drop=True)
-
-
-def status_table(result: RunResult) -> pd.DataFrame:
-    """One row per paper: its file, pages, number of answers and ``ok`` or what went wrong."""
-    import pandas as pd
-
-    counts: dict[str, int] = {}
-    for a in result.answers:
-        if a.final:
-            counts[a.doc_id] = counts.get(a.doc_id, 0) + 1
-    rows = [{"paper": d.id, "source_file": Path(d.source_path or "").name, "pages": len(d.pages),
-             "answers": counts.get(d.id, 0), "status": "; ".join(result.errors.get(d.id, [])) or "ok"}
-            for d in result.documents]
-    return pd.DataFrame(rows, columns=["paper", "source_file", "pages", "answers", "status"])
-
-
-def download_bytes(result: RunResult, suffix: str) -> bytes:
-    """The run written by the project's exporter (same files as ``mlpsych run --out``) as bytes."""
-    from mlpsych.export import write_result
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = write_result(result, Path(tmp) / f"results{suffix}")
-        return path.read_bytes()
+LLM_OFF_NOTE = ("The LLM stage is off because this machine has no GPU: on a CPU it adds minutes per paper (and a "
+                "model download of several GB on the first run). Without it you get the extracted snippets.")

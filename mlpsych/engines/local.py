@@ -6,7 +6,8 @@ from pathlib import Path
 
 from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
-from mlpsych.pipeline import Pipeline, ProgressCallback, RunResult
+from mlpsych.pipeline import Pipeline, RunResult
+from mlpsych.progress import ProgressCallback
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import RunSettings
 

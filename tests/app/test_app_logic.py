@@ -1,4 +1,4 @@
-"""The app's logic without a browser: names, uploads, templates, presets, progress estimate, tables."""
+"""The app's logic without a browser: names, uploads, templates (and the form's plain messages), presets."""
 
 from __future__ import annotations
 
@@ -6,14 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from openpyxl import load_workbook
 
 from mlpsych.app import logic
-from mlpsych.answers import Answer
-from mlpsych.documents import Document
-from mlpsych.pipeline import RunResult
-from mlpsych.questions import load_question_set, parse_question_set
-from mlpsych.settings import LLMSettings, RunSettings
+from mlpsych.questions import load_question_set
 
 
 @pytest.fixture(autouse=True)
@@ -141,6 +136,17 @@ def test_save_question_adds_replaces_and_reloads(tmp_path):
     assert logic.remove_question("n", path) is None and not path.exists()
 
 
+def test_a_follow_up_saves_with_its_earlier_question(tmp_path):
+    library = load_question_set("mlpsych")
+    q4 = logic.question_fields(id="q4", text=library.get("q4").text, models="my/reader", bridge_from="q1")
+    path = tmp_path / "variant.yaml"
+    saved = logic.save_question(q4, path, context=library)
+    assert [q.id for q in saved.questions] == ["q1", "q4"] and saved.get("q1").models == library.get("q1").models
+    assert saved.get("q4").models == ["my/reader"]
+    with pytest.raises(logic.AppInputError, match="bridges from unknown question 'q1'"):
+        logic.save_question(q4, tmp_path / "alone.yaml")  # without the template it came from
+
+
 def test_save_question_shows_the_loaders_message_and_writes_nothing(tmp_path):
     path = tmp_path / "bad.yaml"
     with pytest.raises(logic.AppInputError) as error:
@@ -196,137 +202,63 @@ def test_build_run_applies_preset_and_page_switches():
         logic.build_run(questions, "turbo")
 
 
-# -- progress ----------------------------------------------------------------------------------------------------
+# -- the question form -------------------------------------------------------------------------------------------
 
-QS = parse_question_set({"questions": [
-    {"id": "q1", "text": "Which methods?", "models": ["m1", "org/m2"], "normalize": {"prompt": "{answers}", "model": "L"}},
-    {"id": "q2", "text": "Which software?", "models": ["m1"], "normalize": {"prompt": "{answers}", "model": "L"}},
-    {"id": "q4", "text": "What was __PLACEHOLDER__ for?", "models": ["m1"], "bridge_from": "q1"},
-]}, "inline")
-
-
-def test_plan_steps_mirror_the_pipeline_labels():
-    plan = logic.plan_steps(QS, RunSettings(llm=LLMSettings(enabled=True)), 3)
-    assert [(s.label, s.total) for s in plan] == [
-        ("q1,q2 · m1", 3), ("q1,q2 · org/m2", 3), ("normalize · L", 6), ("q4 · m1", 3)]
-    plan = logic.plan_steps(QS, RunSettings(llm=LLMSettings(enabled=False)), 2)
-    assert [(s.label, s.total) for s in plan] == [("q1,q2 · m1", 2), ("q1,q2 · org/m2", 2), ("q4 · m1", 2)]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.mark.parametrize("fields, plain", [
+    (dict(id="", text="How many?", models="m"), "give the question a short name (its id), e.g. sample_size"),
+    (dict(id="a b", text="How many?", models="m"),
+     "the short name may hold only letters, digits and _ . - (no spaces)"),
+    (dict(id="n", text="", models="m"), "type the question itself (a few words at least)"),
+    (dict(id="n", text="How many?", models=""), "name at least one model, one per line"),
+    (dict(id="n", text="What was __PLACEHOLDER__ for?", models="m", bridge_from="q9"),
+     "it follows up question 'q9', which is not in this template"),
+    (dict(id="n", text="What was it for?", models="m", bridge_from="q1"),
+     "a follow-up question needs __PLACEHOLDER__ where the earlier answer goes"),
+])
+def test_form_mistakes_are_said_in_plain_words(tmp_path, fields, plain):
+    with pytest.raises(logic.AppInputError) as error:
+        logic.with_question(load_question_set("mlpsych").select(["q1"]), logic.question_fields(**fields))
+    assert logic.plain_error(str(error.value)) == plain
+    assert logic.plain_error("x.yaml: something else") == "x.yaml: something else"
 
 
-def test_tracker_estimates_from_measured_progress():
-    clock = Clock()
-    tracker = logic.ProgressTracker(logic.plan_steps(QS, RunSettings(llm=LLMSettings(enabled=False)), 3), clock)
-    assert tracker.total == 9 and tracker.seconds_left() is None
-    assert "measured after the first paper" in tracker.describe()
-    clock.now = 110.0
-    tracker.update("q1,q2 · m1", 1, 3)
-    assert tracker.seconds_left() == pytest.approx(80.0)  # 10 s per step, 8 steps left
-    clock.now = 130.0
-    tracker.update("q1,q2 · m1", 3, 3)  # paper 2's tick lost (it failed): counted by the next done
-    clock.now = 140.0
-    tracker.update("q1,q2 · org/m2", 1, 3)
-    assert tracker.done == 4 and tracker.seconds_left() == pytest.approx(50.0)  # 40 s / 4 steps * 5 left
-    clock.now = 150.0
-    tracker.update("q1,q2 · org/m2", 2, 3)
-    clock.now = 160.0
-    tracker.update("q4 · m1", 1, 2)  # m2's last paper failed; one paper had no bridge entities
-    assert [(s.done, s.total) for s in tracker.steps] == [(3, 3), (2, 2), (1, 2)]
-    assert tracker.seconds_left() == pytest.approx(10.0)  # 60 s / 6 steps * 1 left
-    assert tracker.fraction() == pytest.approx(6 / 7)
-    assert tracker.describe() == ("q4 · m1: paper 1 of 2 · about 10 s left "
-                                  "(measured: 6 of 7 steps in 1 min 00 s)")
-    tracker.finish()
-    assert tracker.fraction() == 1.0 and tracker.seconds_left() == 0.0
+def _fields(values: dict) -> dict:
+    """The form's widget values as ``question_fields`` arguments (what the page passes on save)."""
+    return {key.removeprefix("form_").replace("bridge", "bridge_from"): value for key, value in values.items()}
 
 
-def test_tracker_repeated_labels_and_unplanned_stages():
-    clock = Clock()
-    steps = [logic.Step("normalize · L", 2), logic.Step("q4 · m1", 2), logic.Step("normalize · L", 2)]
-    tracker = logic.ProgressTracker(steps, clock)
-    tracker.update("normalize · L", 1, 2)
-    tracker.update("normalize · L", 2, 2)
-    tracker.update("normalize · L", 1, 2)  # the second level's normalization: q4 had nothing to read
-    assert [(s.done, s.total) for s in tracker.steps] == [(2, 2), (0, 0), (1, 2)]
-    tracker.update("other · x", 1, 1)
-    assert tracker.steps[-1].label == "other · x"
-    assert [(s.done, s.total) for s in tracker.steps] == [(2, 2), (0, 0), (1, 1), (1, 1)]  # moving on closes a stage
+def test_form_values_fill_every_field_and_round_trip():
+    library = load_question_set("mlpsych")
+    q4 = library.get("q4")
+    values = logic.form_values(q4, ["here/model"])
+    assert values == {"form_id": "q4", "form_text": q4.text, "form_kind": q4.kind, "form_models": "\n".join(q4.models),
+                      "form_top_k": q4.top_k, "form_allow_empty": q4.allow_empty, "form_merge": q4.merge,
+                      "form_bridge": "q1"}
+    # saving the filled form unchanged gives back the same question (the form loses nothing it shows)
+    entry = logic.question_fields(**_fields(values))
+    again = logic.with_question(library, entry).get("q4")
+    assert (again.text, again.models, again.bridge_from, again.top_k) == (q4.text, q4.models, "q1", q4.top_k)
+    # what the form does not show is kept from the question it started from
+    q1 = library.get("q1")
+    assert q1.normalize is not None and q1.retrieval is not None
+    variant = logic.question_fields(**{**_fields(logic.form_values(q1, [])), "models": "my/reader"}, based_on=q1)
+    kept = logic.with_question(library, variant).get("q1")
+    assert kept.models == ["my/reader"] and kept.normalize == q1.normalize and kept.retrieval == q1.retrieval
+    blank = logic.form_values(None, ["here/model", "other"])
+    assert blank["form_id"] == "" and blank["form_models"] == "here/model"
 
 
-def test_format_seconds_and_short_stage():
-    assert [logic.format_seconds(s) for s in (0, 59.4, 61, 3600, 3725)] == [
-        "0 s", "59 s", "1 min 01 s", "1 h 00 min", "1 h 02 min"]
-    assert logic.short_stage("q1,q2 · /tmp/tiny/deberta-v2/") == "q1,q2 · deberta-v2"
-    assert logic.short_stage("normalize · meta-llama/Meta-Llama-3-8B-Instruct") == "normalize · Meta-Llama-3-8B-Instruct"
+def test_with_question_adds_or_replaces_without_saving(tmp_path):
+    library = load_question_set("mlpsych").select(["q1"])
+    added = logic.with_question(library, logic.question_fields(id="n", text="How many took part?", models="m"))
+    assert [q.id for q in added.questions] == ["q1", "n"]
+    replaced = logic.with_question(added, logic.question_fields(id="n", text="How many people?", models="m"))
+    assert [q.id for q in replaced.questions] == ["q1", "n"] and replaced.get("n").text == "How many people?"
+    assert not list(tmp_path.glob("**/*.yaml"))
 
 
-# -- run and tables ----------------------------------------------------------------------------------------------
-
-def _result() -> RunResult:
-    a = Document(id="a", text="We used random forests in R.", source_path="/up/a.txt")
-    b = Document(id="b", text="We used BERT.", source_path="/up/b.pdf")
-    answers = [
-        Answer("a", "q1", "random forests", "extractive", ["/tmp/tiny/deberta-v2"], 0.9, 8, 22, 1, a.text, final=True),
-        Answer("a", "q2", "R", "extractive", ["m1"], 0.5, 26, 27, 1, a.text, final=True),
-        Answer("a", "q1", "forests", "extractive", ["m1"], 0.2, 15, 22, 1, a.text, final=False),
-        Answer("b", "q1", "BERT", "extractive", ["m1", "org/m2"], 0.7, 8, 12, 1, b.text, ensemble=True, final=True),
-    ]
-    return RunResult(documents=[a, b], questions=QS, answers=answers, errors={"b": ["q1 with m1: boom"]},
-                     info={"seconds": 1})
-
-
-def test_results_table_and_filters():
-    table = logic.results_table(_result())
-    assert list(table.columns) == logic.RESULT_COLUMNS
-    assert list(table["answer"]) == ["random forests", "R", "BERT"]  # final answers only
-    assert list(table["models"]) == ["deberta-v2", "m1", "m1+m2"]
-    assert list(table["page"]) == [1, 1, 1] and table["evidence"].iloc[2] == "We used BERT."
-    assert list(logic.filter_results(table, ["q1"])["answer"]) == ["random forests", "BERT"]
-    assert list(logic.filter_results(table, ["q1"], ["b"])["answer"]) == ["BERT"]
-    assert list(logic.filter_results(table, text="IN R")["answer"]) == ["random forests", "R"]
-    assert logic.filter_results(table, ["q9"]).empty
-    empty = logic.results_table(RunResult(documents=[], questions=QS))
-    assert empty.empty and list(logic.filter_results(empty, ["q1"]).columns) == logic.RESULT_COLUMNS
-
-
-def test_status_table_shows_problems_per_paper():
-    status = logic.status_table(_result())
-    assert status.to_dict("records") == [
-        {"paper": "a", "source_file": "a.txt", "pages": 1, "answers": 2, "status": "ok"},
-        {"paper": "b", "source_file": "b.pdf", "pages": 1, "answers": 1, "status": "q1 with m1: boom"}]
-
-
-def test_download_bytes_are_the_exporters_files(tmp_path):
-    result = _result()
-    xlsx = tmp_path / "r.xlsx"
-    xlsx.write_bytes(logic.download_bytes(result, ".xlsx"))
-    book = load_workbook(xlsx)
-    assert {"papers", "answers", "frequencies", "run"} <= set(book.sheetnames)
-    assert book["answers"].max_row == 4
-    csv_text = logic.download_bytes(result, ".csv").decode("utf-8")
-    assert csv_text.splitlines()[0].startswith("paper_id,source_file,question_id")
-    assert len(csv_text.splitlines()) == 4
-    with pytest.raises(ValueError):
-        logic.download_bytes(result, ".ods")
-
-
-def test_run_papers_reports_problems_instead_of_raising(tmp_path):
-    missing = logic.run_papers(tmp_path / "nope", QS, RunSettings(), cache_dir=tmp_path / "c")
-    assert missing.result is None and missing.error and "nope" in missing.error
-    paper = tmp_path / "p.txt"
-    paper.write_text("Participants (N = 20) were surveyed. We used random forests.", encoding="utf-8")
-    bad_model = parse_question_set({"questions": [
-        {"id": "q1", "text": "Which methods?", "models": [str(tmp_path / "no-model-here")]}]}, "inline")
-    seen = []
-    outcome = logic.run_papers([paper], bad_model, RunSettings(llm=LLMSettings(enabled=False)),
-                               cache_dir=tmp_path / "c", on_documents=seen.append)
-    assert outcome.result is None and outcome.error
-    assert "no-model-here" in outcome.error and [d.id for d in seen[0]] == ["p"]
-    assert isinstance(outcome.documents, list) and outcome.seconds >= 0
+def test_readme_shows_a_small_screenshot_of_a_finished_run():
+    repo = Path(__file__).resolve().parents[2]
+    shot = repo / "docs" / "app-finished-run.png"
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size < 200_000
+    assert "(docs/app-finished-run.png)" in (repo / "README.md").read_text(encoding="utf-8")

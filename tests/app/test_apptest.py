@@ -1,8 +1,10 @@
-"""The Streamlit page driven by ``streamlit.testing`` (no browser): upload, run with tiny models, table, downloads."""
+"""The Streamlit page driven by ``streamlit.testing`` (no browser), one test per point of issue 17: the model check
+and its ways forward, honest progress, the question form, results for coders, a run where nothing can be read."""
 
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,9 @@ TIMEOUT = 240
 
 
 @pytest.fixture(autouse=True)
-def _templates(tmp_path, monkeypatch):
+def _templates(tmp_path, monkeypatch, tiny_models_dir):
     monkeypatch.setenv("MLPSYCH_TEMPLATES", str(tmp_path / "templates"))
+    monkeypatch.setenv("MLPSYCH_TINY_DIR", str(tiny_models_dir))  # the demo button reuses the tests' tiny models
 
 
 def page(tmp_path: Path, questions: Path | None = None) -> AppTest:
@@ -27,7 +30,7 @@ def page(tmp_path: Path, questions: Path | None = None) -> AppTest:
     assert not at.exception
     at.sidebar.text_input(key="cache_dir").input(str(tmp_path / "cache"))
     at.sidebar.radio(key="preset").set_value("fast")
-    at.sidebar.checkbox(key="normalize").uncheck()
+    at.sidebar.checkbox(key="normalize").set_value(False)
     if questions:
         at.sidebar.text_input(key="question_file").input(str(questions))
     at.run()
@@ -40,6 +43,28 @@ def results(at: AppTest):
     tables = [d.value for d in at.dataframe if "evidence" in d.value.columns]
     assert len(tables) == 1
     return tables[0]
+
+
+def overview(at: AppTest):
+    """The one-row-per-paper table on the page."""
+    tables = [d.value for d in at.dataframe if list(d.value.columns[:1]) == ["paper"] and "pages" not in d.value
+              and "evidence" not in d.value]
+    assert len(tables) == 1
+    return tables[0]
+
+
+def progress_texts(at: AppTest) -> list[str]:
+    return [p.proto.text for p in at.get("progress")]
+
+
+def upload(at: AppTest, files: list[tuple[str, bytes, str]]) -> None:
+    at.file_uploader(key="uploads").set_value(files)
+    at.run()
+    assert not at.button(key="run").disabled
+
+
+def example_files(examples_dir: Path) -> list[tuple[str, bytes, str]]:
+    return [(p.name, p.read_bytes(), "text/plain") for p in sorted((examples_dir / "papers").glob("*.txt"))]
 
 
 def captions(at: AppTest) -> list[str]:
@@ -57,6 +82,27 @@ def test_page_loads_and_states_limits(tmp_path):
     assert any("mlpsych (library)" == o for o in at.selectbox(key="template").options)
 
 
+def test_llm_stage_is_off_on_a_cpu_with_a_note(tmp_path):
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.run()
+    from mlpsych.app.logic import LLM_OFF_NOTE, has_accelerator
+
+    if has_accelerator():
+        pytest.skip("this machine has a GPU: the LLM stage is on by default")
+    assert at.sidebar.checkbox(key="normalize").value is False
+    assert LLM_OFF_NOTE in [c.value for c in at.sidebar.caption]
+
+
+def test_first_run_download_is_announced_before_run(tmp_path, monkeypatch):
+    from mlpsych.app import preflight
+
+    monkeypatch.setattr(preflight, "_in_hub_cache", lambda model: False)
+    monkeypatch.setattr(preflight, "offline_unless_reachable", lambda model: False)  # as if online
+    at = page(tmp_path)
+    notes = [i.value for i in at.info if i.value.startswith("The first run downloads")]
+    assert len(notes) == 1 and "GB in all" in notes[0] and "deepset/deberta-v3-base-squad2" in notes[0]
+
+
 def test_bad_question_file_is_a_message_not_a_crash(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("questions:\n  - id: q 1\n    text: What?\n    models: [m]\n", encoding="utf-8")
@@ -64,6 +110,7 @@ def test_bad_question_file_is_a_message_not_a_crash(tmp_path):
     assert not at.exception
     assert any("field 'id'" in e.value for e in at.error)
     assert at.button(key="run").disabled
+    assert "mlpsych (library)" in at.selectbox(key="template").options  # the templates stay one click away
 
 
 def test_missing_folder_is_a_message(tmp_path):
@@ -75,13 +122,17 @@ def test_missing_folder_is_a_message(tmp_path):
     assert [e.value for e in at.error] == [f"{tmp_path / 'nowhere'}: no such folder on this machine"]
 
 
+SAVE = "FormSubmitter:question_form-Save question"
+USE = "FormSubmitter:question_form-Use in this run without saving"
+
+
 def test_custom_question_form_saves_a_loadable_template(tmp_path):
     at = page(tmp_path)
     at.text_input(key="form_template").input("coding")
     at.text_input(key="form_id").input("n")
     at.text_area(key="form_text").input("How many participants took part?")
     at.selectbox(key="form_kind").set_value("number")
-    at.button(key="FormSubmitter:question_form-Save question").click()
+    at.button(key=SAVE).click()
     at.run()
     assert not at.exception and not at.error
     saved = tmp_path / "templates" / "coding.yaml"
@@ -90,41 +141,171 @@ def test_custom_question_form_saves_a_loadable_template(tmp_path):
     template = load_question_set(saved)
     assert [(q.id, q.kind, q.experimental) for q in template.questions] == [("n", "number", True)]
     assert "coding (mine)" in at.selectbox(key="template").options
-    # a bad id: the loader's message, nothing saved
+    # a bad id: a plain message, nothing saved
     at.text_input(key="form_id").input("bad id")
-    at.button(key="FormSubmitter:question_form-Save question").click()
+    at.button(key=SAVE).click()
     at.run()
-    assert any("Not saved" in e.value and "field 'id'" in e.value for e in at.error)
+    assert [e.value for e in at.error] == ["Not saved: the short name may hold only letters, digits and _ . - "
+                                           "(no spaces)"]
+    at.text_input(key="form_id").input("")
+    at.button(key=SAVE).click()
+    at.run()
+    assert [e.value for e in at.error] == ["Not saved: give the question a short name (its id), e.g. sample_size"]
     assert [q.id for q in load_question_set(saved).questions] == ["n"]
 
 
-@pytest.mark.slow
-def test_upload_run_filter_download_rerun(tmp_path, tiny_questions, examples_dir):
-    at = page(tmp_path, tiny_questions)
-    at.multiselect(key="picked_questions").set_value(["q1"])
-    papers = sorted((examples_dir / "papers").glob("*.txt"))
-    files = [(p.name, p.read_bytes(), "text/plain") for p in papers]
-    files.append(("../../broken paper.pdf", b"this is not a PDF at all", "application/pdf"))
-    at.file_uploader(key="uploads").set_value(files)
+def test_start_from_fills_every_field_and_the_editor_follows_the_template(tmp_path):
+    from mlpsych.questions import load_question_set
+
+    at = page(tmp_path)
+    q4 = load_question_set("mlpsych").get("q4")
+    at.selectbox(key="edit_from").set_value("q4")
     at.run()
-    assert not at.button(key="run").disabled
+    assert at.text_input(key="form_id").value == "q4" and at.text_area(key="form_text").value == q4.text
+    assert at.text_input(key="form_bridge").value == "q1" and at.number_input(key="form_top_k").value == q4.top_k
+    assert at.checkbox(key="form_allow_empty").value == q4.allow_empty
+    # change only the model and save: a variant of q4, in the user's template
+    at.text_input(key="form_template").input("variant")
+    at.text_area(key="form_models").input("my/reader")
+    at.button(key=SAVE).click()
+    at.run()
+    assert not at.error, [e.value for e in at.error]
+    variant = load_question_set(tmp_path / "templates" / "variant.yaml")
+    assert variant.get("q4").models == ["my/reader"] and variant.get("q4").text == q4.text
+    assert variant.get("q4").retrieval == q4.retrieval  # what the form does not show is kept
+    # picking the saved template: the form and the YAML editor show it
+    at.selectbox(key="template").set_value("variant (mine)")
+    at.run()
+    editor = [t for t in at.text_area if t.key.startswith("yaml_text:")]
+    assert len(editor) == 1 and "my/reader" in editor[0].value
+    assert at.selectbox(key="edit_from").options == ["(new question)", "q1", "q4"]
+
+
+def test_form_offers_models_on_this_machine_first(tmp_path, tiny_questions):
+    from mlpsych.questions import load_question_set
+
+    at = page(tmp_path, tiny_questions)
+    tiny = load_question_set(tiny_questions).questions[0].models[0]
+    assert at.text_area(key="form_models").value == tiny  # a new question starts with a model that is here
+    assert any(c.startswith("Models on this machine: ") and tiny in c for c in captions(at))
+
+
+def test_a_typed_question_runs_without_saving(tmp_path, tiny_questions, examples_dir):
+    from mlpsych.questions import load_question_set
+
+    at = page(tmp_path, tiny_questions)
+    at.text_input(key="form_id").input("n")
+    at.text_area(key="form_text").input("How many participants took part?")
+    at.button(key=USE).click()
+    at.run()
+    assert not at.error and not at.exception
+    assert any(c == "Also asked in this run (not saved): n" for c in captions(at))
+    assert not (tmp_path / "templates").exists()
+    assert [q.id for q in load_question_set(tiny_questions).questions] == ["q1", "q2", "q3", "q4"]
+    at.multiselect(key="picked_questions").set_value(["n"])
+    upload(at, example_files(examples_dir)[:1])
+    at.button(key="run").click()
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert list(overview(at).columns) == ["paper", "n", "status"]
+
+
+def test_a_missing_model_fails_fast_in_red_with_two_ways_forward(tmp_path, examples_dir, tiny_models):
+    questions = tmp_path / "hub.yaml"
+    questions.write_text("questions:\n  - id: q1\n    text: Which methods were used?\n"
+                         "    models: [mlpsych-test/no-such-reader-squad2]\n", encoding="utf-8")
+    at = page(tmp_path, questions)
+    upload(at, example_files(examples_dir)[:2])
+    started = time.monotonic()
+    at.button(key="run").click()
+    at.run()
+    assert time.monotonic() - started < 5
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert error.startswith("The run did not start") and "mlpsych-test/no-such-reader-squad2" in error
+    assert "cannot be reached to download it" in error
+    assert not any("Finished" in t for t in progress_texts(at))  # a failed run never says 'Finished'
+    assert any("Question file path" in c for c in captions(at))
+    assert at.session_state["outcome"].documents == []  # no paper was read
+    # the tiny demo models on the same papers, one click
+    at.button(key="demo").click()
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.session_state["question_file"].endswith("questions.yaml")
+    assert any(t.startswith("Finished in") for t in progress_texts(at))
+    assert len(results(at)) > 0
+
+
+def test_a_model_that_fails_to_load_ends_red_not_finished(tmp_path, examples_dir):
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}", encoding="utf-8")  # passes the check, fails to load
+    questions = tmp_path / "broken.yaml"
+    questions.write_text(f"questions:\n  - id: q1\n    text: Which methods were used?\n    models: ['{broken}']\n",
+                         encoding="utf-8")
+    at = page(tmp_path, questions)
+    upload(at, example_files(examples_dir)[:1])
+    at.button(key="run").click()
+    at.run()
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert error.startswith("The run failed after") and "broken-model" in error
+    assert not any("Finished" in t for t in progress_texts(at)) and not at.get("download_button")
+
+
+def test_nothing_readable_ends_with_a_summary_and_no_downloads(tmp_path, tiny_questions):
+    at = page(tmp_path, tiny_questions)
+    upload(at, [("broken.pdf", b"this is not a PDF", "application/pdf"),
+                ("scan.pdf", b"%PDF-1.4 truncated", "application/pdf")])
+    at.button(key="run").click()
+    at.run()
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert error.startswith("Nothing to answer: none of the 2 file(s) could be read")
+    assert not any("Finished" in t for t in progress_texts(at))
+    assert not at.session_state["downloads"]
+    assert not at.get("download_button")
+    (status,) = [d.value for d in at.dataframe]
+    assert list(status["paper"]) == ["broken", "scan"] and (status["status"] != "ok").all()
+
+
+@pytest.mark.slow
+def test_upload_run_overview_filter_download_rerun(tmp_path, tiny_questions, examples_dir):
+    at = page(tmp_path, tiny_questions)
+    at.multiselect(key="picked_questions").set_value(["q1", "q3", "q4"])
+    files = example_files(examples_dir)
+    papers = [Path(name).stem for name, _, _ in files]
+    same = files[0]
+    files += [(Path(same[0]).stem + ".md", same[1], "text/markdown"),  # one paper in two formats
+              ("../../broken paper.pdf", b"this is not a PDF at all", "application/pdf")]
+    upload(at, files)
     at.button(key="run").click()
     at.run()
     assert not at.exception, at.exception
-    # the broken upload is reported on its own row (sanitized name), the others answered
+    assert any(t.startswith("Finished in") for t in progress_texts(at))
     warnings = [w.value for w in at.warning]
     assert any(w.startswith("broken_paper (broken_paper.pdf):") for w in warnings), warnings
+    assert any(w.startswith(f"{same[0]} and {Path(same[0]).stem}.md share a name") for w in warnings), warnings
+    # one row per paper, with an explicit 'no answer' or 'not read'
+    rows = overview(at).set_index("paper")
+    assert sorted(rows.index) == sorted([*papers, f"{papers[0]}-2", "broken_paper"])
+    assert rows.loc["broken_paper", "q1"] == "(not read)"
+    assert (rows[["q1", "q3", "q4"]] != "").all().all()
     table = results(at)
-    assert len(table) > 0 and set(table["question_id"]) == {"q1"}
-    assert set(table["paper"]) <= {p.stem for p in papers} and table["evidence"].str.len().min() > 0
-    assert table["page"].notna().all()
+    assert set(table["question_id"]) <= {"q1", "q3", "q4"} and table["page"].notna().all()
+    follow_ups = table[table["question_id"] == "q4"]
+    assert len(follow_ups) and (follow_ups["technique"].str.len() > 0).all()
+    assert table["evidence"].str.len().min() > 0
     first = [c for c in captions(at) if "cache:" in c][0]
-    assert " 0 reused" in first
+    assert " 0 computed" not in first
+    assert at.multiselect(key="filter_q").options == ["q1", "q3", "q4"]  # every question, answered or not
 
-    at.multiselect(key="filter_p").set_value([papers[0].stem])
+    at.multiselect(key="filter_p").set_value([papers[1]])
     at.run()
     filtered = results(at)
-    assert 0 < len(filtered) < len(table) and set(filtered["paper"]) == {papers[0].stem}
+    assert 0 < len(filtered) < len(table) and set(filtered["paper"]) == {papers[1]}
+    (button,) = [b for b in at.get("download_button") if "Download filtered" in b.proto.label]
+    assert f"({len(filtered)} answers)" in button.proto.label
 
     downloads = at.session_state["downloads"]
     book = load_workbook(io.BytesIO(downloads[".xlsx"]))

@@ -1,5 +1,9 @@
 """End to end in a real headless Chromium: `streamlit run app.py`, upload the example papers, run with tiny models,
-see the table, download the XLSX and open it.
+see the overview and the answers, filter, download the XLSX and open it; and the offline failure path, where a model
+that is not on the machine stops the run in seconds with a plain message.
+
+Screenshots of the main steps are kept as test artifacts under ``$MLPSYCH_ARTIFACTS`` (else the test's temporary
+folder); ``app-finished-run.png`` there is the one the README shows (copied to docs/ after a visible change).
 
 Needs Debian's ``chromium`` (``.ci/setup_browser.sh``) and Playwright for Python; skipped with the reason otherwise.
 Playwright only drives the system browser (``executable_path``): no browser is downloaded.
@@ -78,62 +82,119 @@ def server(tmp_path):
 
 
 @pytest.fixture
-def q1_questions(tiny_questions, tmp_path) -> Path:
-    """The tiny question file reduced to q1 (two tiny readers), so the run takes seconds."""
+def shots(tmp_path) -> Path:
+    """Where screenshots go: ``$MLPSYCH_ARTIFACTS`` (kept by CI) or the test's temporary folder, not the repository."""
+    folder = Path(os.environ.get("MLPSYCH_ARTIFACTS") or tmp_path / "artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def browser():
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def open_page(browser, url: str):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    page.set_default_timeout(60_000)
+    page.goto(url)
+    page.get_by_role("heading", name="mlpsych: answers from papers").wait_for()
+    return page
+
+
+def fill(page, label: str, value: str) -> None:
+    box = page.get_by_role("textbox", name=label, exact=True)
+    box.fill(value)
+    box.press("Enter")
+    page.wait_for_timeout(300)
+
+
+def use_question_file(page, path: Path) -> None:
+    fill(page, "Question file path (overrides the template)", str(path))
+    from playwright.sync_api import expect
+
+    expect(page.get_by_role("combobox", name="Question template")).to_have_value(
+        re.compile(r"\(question file in the sidebar\)$"))
+    page.get_by_text("fast: quick on a laptop CPU").click()
+    page.wait_for_timeout(500)
+
+
+def upload(page, papers: list[Path]) -> None:
+    page.locator("input[type=file]").first.set_input_files([str(p) for p in papers])
+    page.get_by_text(f"{len(papers)} file(s) selected").wait_for()
+
+
+def llm_off(page) -> None:
+    """The LLM stage off (the default without a GPU; on a GPU machine it is switched off here)."""
+    box = page.get_by_role("checkbox", name="Clean answer lists with the LLM")
+    if box.is_checked():
+        page.get_by_text("Clean answer lists with the LLM").click()
+        page.wait_for_timeout(500)
+
+
+@pytest.fixture
+def tiny_q1_q4(tiny_questions, tmp_path) -> Path:
+    """The tiny question file reduced to q1 and its follow-up q4, so the run takes seconds."""
     from mlpsych.questions import dump_question_set, load_question_set
 
-    path = tmp_path / "tiny-q1.yaml"
-    dump_question_set(load_question_set(tiny_questions).select(["q1"]), path)
+    path = tmp_path / "tiny-q1-q4.yaml"
+    dump_question_set(load_question_set(tiny_questions).select(["q1", "q4"]), path)
     return path
 
 
-def test_upload_run_table_download_in_chromium(server, q1_questions, examples_dir, tmp_path):
+def test_upload_run_results_download_in_chromium(server, browser, tiny_q1_q4, examples_dir, tmp_path, shots):
     from openpyxl import load_workbook
-    from playwright import sync_api
 
     papers = sorted((examples_dir / "papers").glob("*.txt"))
-    shots = Path(os.environ.get("MLPSYCH_SCREENSHOTS", tmp_path))
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-            page.set_default_timeout(60_000)
-            page.goto(server)
-            page.get_by_role("heading", name="mlpsych: answers from papers").wait_for()
+    page = open_page(browser, server)
+    llm_off(page)
+    use_question_file(page, tiny_q1_q4)
+    upload(page, papers)
+    page.screenshot(path=str(shots / "app-1-ready.png"))
+    page.get_by_role("button", name="Run", exact=True).click()
 
-            def fill(label: str, value: str) -> None:
-                box = page.get_by_role("textbox", name=label, exact=True)
-                box.fill(value)
-                box.press("Enter")
-                page.wait_for_timeout(300)
+    page.get_by_text(re.compile(r"^Finished in \d+")).wait_for(timeout=240_000)
+    xlsx_button = page.get_by_role("button", name="Download all: XLSX (all sheets, coder columns)")
+    xlsx_button.wait_for()
+    summary = page.get_by_text(re.compile(r"^\d+ of \d+ answers$")).inner_text()
+    shown, total = re.findall(r"\d+", summary)
+    assert int(shown) > 0 and shown == total, summary
+    page.get_by_text("One row per paper").wait_for()
+    # The tables render a moment after the summary above them: wait for both (fails after the timeout).
+    page.locator('[data-testid="stDataFrame"]').nth(1).wait_for(state="attached")
+    page.wait_for_timeout(1000)
+    page.get_by_text("One row per paper").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "app-finished-run.png"))
+    page.set_viewport_size({"width": 1400, "height": 2400})  # the page scrolls inside its own container
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(shots / "app-2-results.png"))
 
-            fill("Question file path (overrides the template)", str(q1_questions))
-            page.get_by_text("Questions from the file in the sidebar").wait_for()
-            page.get_by_text("fast: quick on a laptop CPU").click()
-            page.get_by_text("Clean answer lists with the LLM").click()
-            page.wait_for_timeout(500)
+    # a row picked in the table: its whole evidence sentence and page below it
+    table = page.locator('[data-testid="stDataFrame"]').last
+    table.scroll_into_view_if_needed()
+    box = table.bounding_box()
+    page.mouse.click(box["x"] + 18, box["y"] + 35 + 17)  # the first row's selection box
+    card = page.locator('[data-testid="stAlert"]', has_text="(page 1)")
+    card.wait_for()
+    card.scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "app-3-evidence.png"))
 
-            page.locator("input[type=file]").first.set_input_files([str(p) for p in papers])
-            page.get_by_text(f"{len(papers)} file(s) selected").wait_for()
-            page.get_by_role("button", name="Run", exact=True).click()
+    with page.expect_download() as info:
+        xlsx_button.click()
+    target = tmp_path / "downloaded.xlsx"
+    info.value.save_as(str(target))
 
-            xlsx_button = page.get_by_role("button", name="Download XLSX (all sheets, coder columns)")
-            xlsx_button.wait_for(timeout=240_000)
-            summary = page.get_by_text(re.compile(r"^\d+ of \d+ answers$")).inner_text()
-            shown, total = re.findall(r"\d+", summary)
-            assert int(shown) > 0 and shown == total, summary
-            # The table renders a moment after the summary above it: wait for it (fails after the timeout).
-            page.locator('[data-testid="stDataFrame"]').first.wait_for(state="attached")
-            page.set_viewport_size({"width": 1400, "height": 2200})  # the page scrolls inside its own container
-            page.wait_for_timeout(500)
-            page.screenshot(path=str(shots / "app-results.png"))
-
-            with page.expect_download() as info:
-                xlsx_button.click()
-            target = tmp_path / "downloaded.xlsx"
-            info.value.save_as(str(target))
-        finally:
-            browser.close()
+    fill(page, "Contains (answer, evidence or technique)", "zzz-nothing-matches")
+    page.get_by_text(f"0 of {total} answers").wait_for()
+    page.get_by_role("button", name="Download filtered: XLSX (0 answers)").wait_for()
+    page.screenshot(path=str(shots / "app-4-filtered.png"))
 
     book = load_workbook(target)
     assert {"papers", "answers", "frequencies", "run"} <= set(book.sheetnames)
@@ -142,5 +203,28 @@ def test_upload_run_table_download_in_chromium(server, q1_questions, examples_di
     assert len(rows) == int(shown)
     col = {name: i for i, name in enumerate(header)}
     assert {r[col["paper_id"]] for r in rows} <= {p.stem for p in papers}
-    assert all(r[col["question_id"]] == "q1" and r[col["page"]] == 1 and r[col["evidence"]] for r in rows)
+    assert all(r[col["question_id"]] in ("q1", "q4") and r[col["page"]] == 1 and r[col["evidence"]] for r in rows)
     assert [r[0] for r in book["papers"].iter_rows(min_row=2, values_only=True)] == [p.stem for p in papers]
+
+
+def test_missing_model_fails_in_seconds_with_a_plain_message(server, browser, examples_dir, tmp_path, shots):
+    questions = tmp_path / "hub.yaml"
+    questions.write_text("questions:\n  - id: q1\n    text: Which methods were used?\n"
+                         "    models: [mlpsych-test/no-such-reader-squad2]\n", encoding="utf-8")
+    page = open_page(browser, server)
+    llm_off(page)
+    use_question_file(page, questions)
+    upload(page, sorted((examples_dir / "papers").glob("*.txt"))[:2])
+    started = time.monotonic()
+    page.get_by_role("button", name="Run", exact=True).click()
+    alert = page.locator('[data-testid="stAlert"]', has_text="The run did not start")
+    alert.wait_for(timeout=30_000)
+    seconds = time.monotonic() - started
+    alert.scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "app-5-missing-model.png"))
+    assert seconds < 5, f"the missing model took {seconds:.1f} s to report"
+    message = alert.inner_text()
+    assert "mlpsych-test/no-such-reader-squad2" in message and "cannot be reached to download it" in message
+    page.get_by_role("button", name="Run the tiny demo models on the same papers").wait_for()
+    page.get_by_text("Question file path", exact=False).first.wait_for()
+    assert page.get_by_text(re.compile("^Finished in")).count() == 0

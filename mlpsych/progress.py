@@ -1,0 +1,39 @@
+"""Progress as typed events: what the pipeline reports and front ends (the app's estimate) subscribe to.
+
+A front end keys its stages on ``(stage, questions, model)`` instead of parsing label strings, and learns the LLM
+the pipeline will use from the events (or the pipeline's plan), so it never hard-codes a model id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+Stage = Literal["read", "normalize"]
+Unit = Literal["paper", "batch"]
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One step of a run: ``done`` of ``total`` units of a stage (one model's reading or one LLM's batches).
+
+    ``loading`` is true just before the stage's model is loaded (the wait that follows is the load, not work);
+    ``questions`` are the question ids the stage answers (one level of the run).
+    """
+
+    stage: Stage
+    questions: tuple[str, ...]
+    model: str
+    done: int
+    total: int
+    unit: Unit
+    loading: bool = False
+
+    @property
+    def key(self) -> tuple[Stage, tuple[str, ...], str]:
+        """What identifies the stage across its events (and the plan's entry for it)."""
+        return (self.stage, self.questions, self.model)
+
+
+ProgressCallback = Callable[[ProgressEvent], None]

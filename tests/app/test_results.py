@@ -1,0 +1,110 @@
+"""The result tables on the page: one row per paper with 'no answer', follow-ups with their technique, one filter
+for the table and the filtered download, duplicates across formats."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from openpyxl import load_workbook
+
+from mlpsych.answers import Answer
+from mlpsych.app import results
+from mlpsych.documents import Document
+from mlpsych.pipeline import RunResult
+from mlpsych.questions import parse_question_set
+
+QS = parse_question_set({"questions": [
+    {"id": "q1", "text": "Which methods?", "models": ["m1", "org/m2"]},
+    {"id": "q2", "text": "Which software?", "models": ["m1"]},
+    {"id": "q3", "text": "Which country?", "models": ["m1"]},
+    {"id": "q4", "text": "What was __PLACEHOLDER__ for?", "models": ["m1"], "bridge_from": "q1"},
+]}, "inline")
+
+
+def _result() -> RunResult:
+    a = Document(id="a", text="We used random forests in R to predict mood.", source_path="/up/a.txt")
+    b = Document(id="b", text="We used BERT.", source_path="/up/b.pdf")
+    c = Document(id="c", text="", source_path="/up/c.pdf", status="ingest: not a PDF")
+    answers = [
+        Answer("a", "q1", "random forests", "extractive", ["/tmp/tiny/deberta-v2"], 0.9, 8, 22, 1, a.text, final=True),
+        Answer("a", "q2", "R", "extractive", ["m1"], 0.5, 26, 27, 1, a.text, final=True),
+        Answer("a", "q1", "forests", "extractive", ["m1"], 0.2, 15, 22, 1, a.text, final=False),
+        Answer("a", "q4", "to predict mood", "extractive", ["m1"], 0.00012345, 28, 43, 1, a.text, final=True,
+               bridge_entity="random forests"),
+        Answer("b", "q1", "BERT", "extractive", ["m1", "org/m2"], 0.7, 8, 12, 1, b.text, ensemble=True, final=True),
+    ]
+    return RunResult(documents=[a, b, c], questions=QS, answers=answers,
+                     errors={"b": ["q1 with m1: boom"], "c": ["ingest: not a PDF"]})
+
+
+def test_results_table_names_the_technique_of_follow_ups():
+    table = results.results_table(_result())
+    assert list(table.columns) == results.RESULT_COLUMNS
+    assert list(table["answer"]) == ["random forests", "R", "to predict mood", "BERT"]  # final answers only
+    assert list(table["technique"]) == ["", "", "random forests", ""]
+    assert table["question"].iloc[2] == "What was random forests for?"
+    assert list(table["models"]) == ["deberta-v2", "m1", "m1", "m1+m2"]
+    assert table["score"].iloc[2] == pytest.approx(0.0001234)  # kept with its precision, not rounded to 0.000
+
+
+def test_evidence_card_shows_the_whole_sentence_and_page():
+    row = results.results_table(_result()).iloc[2].to_dict()
+    assert results.evidence_card(row) == ("**a**, What was random forests for?\n\n**to predict mood** (page 1)\n\n"
+                                          "> We used random forests in R to predict mood.")
+
+
+def test_one_filter_for_the_table_and_the_download():
+    result = _result()
+    table = results.results_table(result)
+    everything = results.ResultFilter()
+    assert not everything.active and len(results.filter_results(table, everything)) == 4
+    by_question = results.ResultFilter(questions=("q1",))
+    assert list(results.filter_results(table, by_question)["answer"]) == ["random forests", "BERT"]
+    technique = results.ResultFilter(text="RANDOM forests", questions=("q4",))  # found in the technique too
+    assert list(results.filter_results(table, technique)["answer"]) == ["to predict mood"]
+    assert results.filter_results(table, results.ResultFilter(papers=("c",))).empty
+    chosen = results.ResultFilter(papers=("a",), text="r")
+    narrowed = results.filtered_result(result, chosen)
+    assert [d.id for d in narrowed.documents] == ["a"]
+    assert {a.text for a in narrowed.answers} == {"random forests", "R", "forests", "to predict mood"}
+    book = load_workbook(io.BytesIO(results.download_bytes(narrowed, ".xlsx")))
+    shown = results.filter_results(table, chosen)
+    assert [r[0].value for r in book["answers"].iter_rows(min_row=2, max_col=1)] == list(shown["paper"])
+    assert book["answers"].max_row - 1 == len(shown) == 3
+    assert results.filtered_result(result, everything) is result
+
+
+def test_overview_has_a_row_per_paper_and_says_no_answer():
+    overview = results.overview_table(_result())
+    assert list(overview.columns) == ["paper", "q1", "q2", "q3", "q4", "status"]
+    rows = overview.set_index("paper").to_dict("index")
+    assert rows["a"]["q1"] == "random forests" and rows["a"]["q4"] == "random forests: to predict mood"
+    assert rows["a"]["q3"] == results.NO_ANSWER and rows["b"]["q2"] == results.NO_ANSWER
+    assert rows["c"]["q1"] == results.NOT_READ and rows["c"]["status"] == "ingest: not a PDF"
+
+
+def test_status_table_shows_problems_per_paper():
+    status = results.status_table(_result())
+    assert status.to_dict("records")[:2] == [
+        {"paper": "a", "source_file": "a.txt", "pages": 1, "answers": 3, "status": "ok"},
+        {"paper": "b", "source_file": "b.pdf", "pages": 1, "answers": 1, "status": "q1 with m1: boom"}]
+
+
+def test_duplicates_across_formats_are_named():
+    docs = [Document(id="x", text="t", source_path="/up/X.pdf"), Document(id="x-2", text="t", source_path="/up/x.txt"),
+            Document(id="y", text="t", source_path="/up/y.txt")]
+    assert results.duplicate_names(docs) == [
+        "X.pdf and x.txt share a name: they are read as x and x-2 (remove one if they are the same paper)"]
+    assert results.duplicate_names(docs[2:]) == []
+
+
+def test_download_bytes_are_the_exporters_files(tmp_path):
+    result = _result()
+    book = load_workbook(io.BytesIO(results.download_bytes(result, ".xlsx")))
+    assert {"papers", "answers", "frequencies", "run"} <= set(book.sheetnames)
+    assert book["answers"].max_row == 5  # the four final answers
+    csv_text = results.download_bytes(result, ".csv").decode("utf-8")
+    assert csv_text.splitlines()[0].startswith("paper_id,source_file,question_id")
+    with pytest.raises(ValueError):
+        results.download_bytes(result, ".ods")
