@@ -10,15 +10,14 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from mlpsych.errors import QuestionFileError
+
 PLACEHOLDER = "__PLACEHOLDER__"
 # Where named template sets live: the project's questions/ folder (next to the package in a checkout).
 LIBRARY_PACKAGE = "mlpsych.library"  # the repository's questions/ folder, shipped in the wheel under this name
 # Longest answer (in tokens) by kind when a template does not say: gold phrase answers (q3) average 26 words.
 DEFAULT_MAX_ANSWER_TOKENS = {"entity": 30, "phrase": 96}
 
-
-class QuestionFileError(ValueError):
-    """A question file that cannot be used; the message names the file, the question and the field."""
 
 
 class NormalizeSpec(BaseModel):
@@ -45,7 +44,7 @@ class RetrievalSpec(BaseModel):
     # Words added to the question when windows are scored ("software package library version").
     query: str = ""
     # What marks a window worth reading, fused by rank: "question" (BM25/dense on question + query) and the
-    # pattern signals of mlpsych.retrieval_signals ("methods", "software", "aims", "purpose", "uses", "early").
+    # pattern signals of mlpsych.retrieval.signals ("methods", "software", "aims", "purpose", "uses", "early").
     signals: list[Literal["question", "methods", "software", "aims", "purpose", "uses", "early"]] = Field(
         default_factory=lambda: ["question"], min_length=1)
     diverse: bool = False  # prefer windows that name methods/software not yet covered by the windows picked

@@ -120,7 +120,7 @@ def test_xlsx_sheets_layout_and_coder_columns(tmp_path: Path):
 
 def test_agree_reads_the_coder_columns_back(tmp_path: Path):
     """The coder columns written empty are what `mlpsych agree` reads once a researcher fills them."""
-    from mlpsych import agree
+    from mlpsych.evaluation import agree
 
     path = write_result(make_result(), tmp_path / "coded.xlsx")
     book = load_workbook(path)

@@ -7,12 +7,11 @@ import importlib
 import logging
 import sys
 
+from mlpsych.errors import UserError
+
 # Sub-command modules in the order data flows; each defines add_parser(subparsers) which sets func=run.
 COMMANDS = ("ingest", "run", "eval", "agree", "dev")
 
-
-class UserError(Exception):
-    """A mistake the user can fix (missing folder, bad question file, unknown model): printed as one line."""
 
 
 def build_parser() -> argparse.ArgumentParser:

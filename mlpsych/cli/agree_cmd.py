@@ -22,8 +22,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlpsych import agree
-    from mlpsych.evaluate import EvalInputError
+    from mlpsych.evaluation import agree
+    from mlpsych.evaluation.evaluate import EvalInputError
 
     if args.coded.suffix.lower() not in (".xlsx", ".xlsm"):
         raise UserError(f"{args.coded}: expected an .xlsx workbook")

@@ -48,8 +48,8 @@ def _split(value: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlpsych import evaluate as ev
-    from mlpsych.metrics import COLUMNS, PAPER_COLUMNS
+    from mlpsych.evaluation import evaluate as ev
+    from mlpsych.evaluation.metrics import COLUMNS, PAPER_COLUMNS
 
     if args.bootstrap < 0:
         raise UserError("--bootstrap must be 0 or more")
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _similarity(args: argparse.Namespace, gold, rows):
     from mlpsych.embeddings import Embedder
-    from mlpsych.evaluate import embedding_similarity
+    from mlpsych.evaluation.evaluate import embedding_similarity
 
     from mlpsych.models import ModelLoadError
 

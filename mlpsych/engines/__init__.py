@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from mlpsych.errors import EngineError
+
 if TYPE_CHECKING:
     from mlpsych.documents import Document
     from mlpsych.pipeline import RunResult
@@ -17,9 +19,6 @@ if TYPE_CHECKING:
 
 ENGINES = ("local", "ray")
 
-
-class EngineError(RuntimeError):
-    """An engine that cannot run as asked (Ray missing, cluster unreachable); the message says what to do."""
 
 
 class Engine(Protocol):

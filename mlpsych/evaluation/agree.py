@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from mlpsych.evaluate import EvalInputError, parse_models, read_sheet, row_groups
+from mlpsych.evaluation.evaluate import EvalInputError, parse_models, read_sheet, row_groups
 
 logger = logging.getLogger(__name__)
 

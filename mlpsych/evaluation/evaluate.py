@@ -27,7 +27,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from mlpsych.metrics import (
+from mlpsych.errors import EvalInputError
+from mlpsych.evaluation.metrics import (
     COLUMNS,
     DEFAULT_SIMILARITY_THRESHOLD,
     ItemScore,
@@ -44,9 +45,6 @@ STAGES = ("extractive", "normalized", "best")
 PRED_COLUMNS = ("paper_id", "source_file", "question_id", "question", "answer", "stage", "models", "score",
                 "start", "end", "page", "evidence", "bridge_entity")
 
-
-class EvalInputError(ValueError):
-    """An input file the user gave cannot be read as expected (shown as a one-line error by the CLI)."""
 
 
 # ----------------------------------------------------------------------------------------------------------

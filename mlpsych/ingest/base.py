@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-
-class IngestError(Exception):
-    """A file that cannot be turned into text; the message is the short per-file status shown to the user."""
+from mlpsych.errors import IngestError
 
 
 @dataclass

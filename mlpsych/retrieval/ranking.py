@@ -11,7 +11,7 @@ defined in the paper), using the same matching rules as the grounding of LLM ans
 stated where the paper speaks of "machine learning" in general, not of the technique by name).
 
 A template can say what else marks a window worth reading (``retrieval.signals``, see
-:mod:`mlpsych.retrieval_signals`): method names for q1, software names for q2, aims for q3. Several signals are
+:mod:`mlpsych.retrieval.signals`): method names for q1, software names for q2, aims for q3. Several signals are
 combined by reciprocal-rank fusion; ``diverse`` picks windows that add methods not yet covered.
 
 With ``unit: sentence`` the selector picks sentences instead of windows, and the reader packs them into windows
@@ -32,7 +32,7 @@ import numpy as np
 from mlpsych.documents import Document, sentence_spans
 from mlpsych.questions import RetrievalSpec
 from mlpsych.reader import Query, Reader, Window
-from mlpsych.retrieval_signals import TERM_SIGNALS, diverse_order, reciprocal_rank_fusion, signal_scores, window_terms
+from mlpsych.retrieval.signals import TERM_SIGNALS, diverse_order, reciprocal_rank_fusion, signal_scores, window_terms
 from mlpsych.settings import RetrievalSettings
 
 log = logging.getLogger(__name__)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mlpsych import evaluate as ev
+from mlpsych.evaluation import evaluate as ev
 from mlpsych.cli import UserError
 from mlpsych.cli import eval_cmd
-from mlpsych.metrics import normalize_answer
+from mlpsych.evaluation.metrics import normalize_answer
 
 TEXTS = {
     "p1": "We used random forests (RF) and LASSO in SPSS and R to predict the occurrence of IPV.",

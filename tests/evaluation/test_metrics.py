@@ -1,4 +1,4 @@
-"""Hand-computed checks of every metric and matching rule in mlpsych.metrics."""
+"""Hand-computed checks of every metric and matching rule in mlpsych.evaluation.metrics."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from mlpsych.metrics import (
+from mlpsych.evaluation.metrics import (
     aggregate,
     exact_match,
     mention_candidates,

@@ -192,7 +192,7 @@ def test_text_json_ids_and_texts_are_normalized_with_reports(tmp_path: Path) -> 
 
 
 def test_gold_is_normalized_like_the_papers() -> None:
-    from mlpsych.evaluate import gold_from_dict
+    from mlpsych.evaluation.evaluate import gold_from_dict
 
     gold = gold_from_dict({"q1": {"p\ud835": [{"start": 0, "end": 1, "text": "\U0001d43e-means"}, "e\u0301"]}})
     assert gold == {"q1": {"p\ufffd": ["K-means", "é"]}}

@@ -178,7 +178,7 @@ def test_retrieval_terms_steer_a_vague_question():
 # -- pattern signals beside BM25 -----------------------------------------------------------------------
 
 from mlpsych.questions import load_question_set  # noqa: E402
-from mlpsych.retrieval_signals import (  # noqa: E402
+from mlpsych.retrieval.signals import (  # noqa: E402
     diverse_order, reciprocal_rank_fusion, signal_scores, window_terms)
 from mlpsych.settings import PRESETS  # noqa: E402
 
@@ -302,7 +302,7 @@ def test_sentences_are_chosen_by_their_signals_within_the_budget():
 
 
 def test_uses_signal_counts_first_person_statements_of_use():
-    from mlpsych.retrieval_signals import signal_scores
+    from mlpsych.retrieval.signals import signal_scores
 
     texts = ["We used missForest to impute missing data.", "We thus calculated the frequency of bi-grams.",
              "Prior studies used surveys.", "I applied the method and we then trained it."]
