@@ -2,7 +2,7 @@
 
 Part 1 (synthetic, with ground truth): the MLPsych texts are typeset into journal-like two-column PDFs (running
 header with the journal name, page numbers, a footnote, figure captions, in-text citations, a references section;
-see ``mlpsych.ingest.synth``), read back with each backend and cleaned, and compared with the source. The same
+see ``mlpsych.dev.synth``), read back with each backend and cleaned, and compared with the source. The same
 papers are also produced by real toolchains (``pdf_toolchains.py``): pdfLaTeX (two-column ``article``, fancyhdr,
 ``\\thanks`` and body footnotes, figure floats, ``thebibliography``) and a python-docx DOCX converted by LibreOffice
 (section columns, PAGE field, first-page footer note); ``--toolchains`` picks them, missing tools are skipped.
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mlpsych.ingest import CleaningOptions, load_documents  # noqa: E402
-from mlpsych.ingest.synth import SynthPaper, add_citations, fake_reference, paragraphs_from_text  # noqa: E402
+from mlpsych.dev.synth import SynthPaper, add_citations, fake_reference, paragraphs_from_text  # noqa: E402
 from mlpsych.ingest.tika import find_tika_jar  # noqa: E402
 
 from pdf_toolchains import TOOLCHAINS, missing_tool  # noqa: E402  (benchmarks/ is on sys.path when run as a script)

@@ -1,6 +1,6 @@
-"""Typeset a :class:`~mlpsych.ingest.synth.SynthPaper` with real toolchains: pdfLaTeX and Word-format via LibreOffice.
+"""Typeset a :class:`~mlpsych.dev.synth.SynthPaper` with real toolchains: pdfLaTeX and Word-format via LibreOffice.
 
-The reportlab renderer in ``mlpsych.ingest.synth`` is ours, so its PDFs may share our blind spots. Journals and
+The reportlab renderer in ``mlpsych.dev.synth`` is ours, so its PDFs may share our blind spots. Journals and
 authors produce PDFs with TeX (ligatures, Knuth-Liang hyphenation, ``\\thanks`` footnotes, floats, a numbered
 bibliography) and with Word/LibreOffice (fields for page numbers, a first-page footer, section columns). These
 renderers write the same paper through those tools so ``pdf_fidelity.py`` can score them against the same truth.
@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlpsych.ingest.pdf import page_count  # noqa: E402
-from mlpsych.ingest.synth import RenderInfo, SynthPaper, render_pdf  # noqa: E402
+from mlpsych.dev.synth import RenderInfo, SynthPaper, render_pdf  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ Renderer = Callable[[dict[str, SynthPaper], Path, dict[str, bool]], dict[str, Re
 
 
 def render_reportlab(papers: dict[str, SynthPaper], out_dir: Path, ligatures: dict[str, bool]) -> dict[str, RenderInfo]:
-    """The project's own journal-like renderer (``mlpsych.ingest.synth.render_pdf``)."""
+    """The project's own journal-like renderer (``mlpsych.dev.synth.render_pdf``)."""
     return {pid: render_pdf(p, out_dir / f"{pid}.pdf", ligatures=ligatures.get(pid, False)) for pid, p in papers.items()}
 
 

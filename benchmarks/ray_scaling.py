@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/ray_scaling.py --mlpsych ../shared/mlpsych --papers 12 --configs 1x1,2x1,1x2
 
 Reads the first N papers of the MLPsych ``text.json`` (or every .txt of ``--folder``) with tiny random-weight
-models of the real families (``mlpsych.testing``; nothing is downloaded), so what it measures is the engine's
+models of the real families (``mlpsych.dev.tiny``; nothing is downloaded), so what it measures is the engine's
 scaling and overhead, not a real model's speed. Each configuration starts from an empty cache; the time
 includes starting the workers and loading their models, as a user waits for it. Prints a Markdown table.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from mlpsych.documents import Document
 from mlpsych.questions import load_question_set
-from mlpsych.reader import ReaderSettings
+from mlpsych.settings import ReaderSettings
 from mlpsych.settings import LLMSettings, RunSettings
-from mlpsych.testing import build_tiny_models
+from mlpsych.dev.tiny import build_tiny_models
 
 log = logging.getLogger("ray_scaling")
 

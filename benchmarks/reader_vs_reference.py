@@ -6,7 +6,7 @@ The reference is the paper's code path: transformers 4.x ``pipeline("question-an
 doc_stride=128)`` (max_seq_len 384, one window at a time). transformers 5 has no such pipeline, so the script
 installs transformers<5 into its own virtual environment (``--ref-venv``, created once with pip) and runs
 ``benchmarks/_reference_qa.py`` there. The models are random-weight models with the real DeBERTa-v3-large and
-ELECTRA-large configurations built by ``mlpsych.testing.build_model_with_config`` (weights do not change the
+ELECTRA-large configurations built by ``mlpsych.dev.tiny.build_model_with_config`` (weights do not change the
 cost of a window). Our reader reads the same papers with the same window length (384) and stride (128):
 fully, and with BM25 retrieval (``--budget`` windows). Model loading is timed separately, not per paper.
 
@@ -91,7 +91,7 @@ def template_questions(paper: dict, ensembles: bool = False) -> list[tuple[str, 
 def template_queries(paper: dict, doc, reader, selector) -> list:
     """Our queries for the whole template under the fast preset's retrieval (with q4's general sub-question)."""
     from mlpsych.multihop import entities_to_ask
-    from mlpsych.reader import Query
+    from mlpsych.reading.reader import Query
     from mlpsych.retrieval import plan_for, restrict
     from mlpsych.settings import PRESETS
 
@@ -108,7 +108,7 @@ def template_queries(paper: dict, doc, reader, selector) -> list:
 
 
 def build_models(work: Path, families: list[str], data: Path) -> dict[str, Path]:
-    from mlpsych.testing import build_model_with_config
+    from mlpsych.dev.tiny import build_model_with_config
 
     with open(data / "text.json", encoding="utf-8") as handle:
         corpus = list(json.loads(json.load(handle)).values())
@@ -144,7 +144,8 @@ def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, th
     import torch
 
     from mlpsych.documents import Document
-    from mlpsych.reader import Query, Reader, ReaderSettings
+    from mlpsych.settings import ReaderSettings
+    from mlpsych.reading.reader import Query, Reader
     from mlpsych.retrieval import Plan, WindowSelector
 
     torch.set_num_threads(threads)
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import platform
 
-    from mlpsych.reader import ReaderSettings
+    from mlpsych.settings import ReaderSettings
 
     python = ensure_ref_venv(args.ref_venv)
     families = [f for f in args.families.split(",") if f]

@@ -36,16 +36,31 @@ def make_key(**parts: Any) -> str:
 
 
 def model_fingerprint(model_id: str) -> str:
-    """A model's identity for the cache: for a local folder, its config and weight files' sizes and times."""
+    """A model's identity for the cache: for a local folder, its config, tokenizer, template and weight files'
+    sizes and times; for a Hub id, the id and the commit of its locally cached snapshot (a model updated on the
+    Hub is a new model), or the id alone before it is downloaded."""
     path = Path(model_id).expanduser()
     if not path.is_dir():
-        return model_id
+        commit = cached_commit(model_id)
+        return f"{model_id}@{commit}" if commit else model_id
     parts = [model_id]
     for file in sorted(path.iterdir()):
-        if file.is_file() and (file.suffix in (".json", ".safetensors", ".model", ".txt")):
+        if file.is_file() and (file.suffix in (".json", ".safetensors", ".model", ".txt", ".jinja")):
             stat = file.stat()
-            parts.append(f"{file.name}:{stat.st_size}:{int(stat.st_mtime)}")
+            parts.append(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns}")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def cached_commit(repo_id: str) -> str | None:
+    """The commit of the Hub repo that loading ``repo_id`` would use, from the local Hugging Face cache only (no
+    network): the snapshot its ``main`` ref points to, found through the config.json every model has."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # not a repo id (a folder that does not exist): nothing is cached under it
+        return None
+    return Path(found).parent.name if isinstance(found, str) else None
 
 
 class ResultCache:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
+import os
 import re
 from pathlib import Path
 
+from mlpsych.errors import ModelLoadError
 from mlpsych.hub import OFFLINE_HELP, offline_unless_reachable
 
 log = logging.getLogger(__name__)
-
-
-class ModelLoadError(RuntimeError):
-    """A model that cannot be loaded; the message says which and what to do."""
 
 
 def pick_device(requested: str = "auto") -> str:
@@ -36,53 +35,83 @@ def pick_device(requested: str = "auto") -> str:
 
 
 CPUINFO = Path("/proc/cpuinfo")
+# Forces what "auto" means for every model of the library (readers, LLM, embeddings): e.g. to run the whole test
+# suite once in bf16 and once in fp32 on any machine.
+DTYPE_ENV = "MLPSYCH_DTYPE"
 
 
-def cpu_runs_bf16_natively(cpuinfo: Path | None = None) -> bool:
-    """Whether the CPU has bf16 matrix instructions (AMX-BF16 or AVX512-BF16; read from Linux's cpuinfo).
+@functools.cache
+def cpu_runs_bf16_natively(cpuinfo: Path = CPUINFO) -> bool:
+    """Whether the CPU has bf16 matrix instructions (AMX-BF16 or AVX512-BF16; read once from Linux's cpuinfo,
+    which is slow to read on large machines and asked for at every cache key).
 
-    Without them torch emulates bf16, which was slower than fp32 here (benchmarks/README.md: 0.3x-0.9x).
+    Without them torch emulates bf16, which was slower than fp32 (benchmarks/README.md: 0.3x-0.9x).
     """
     try:
-        flags = (cpuinfo or CPUINFO).read_text(encoding="utf-8", errors="replace")
+        flags = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
     return bool(re.search(r"\b(?:amx_bf16|avx512_bf16)\b", flags))
 
 
 def pick_dtype(requested: str, device: str):
-    """Half precision where the device runs it well: bf16 on GPUs that support it, else fp16; on a CPU bf16
-    only with native bf16 instructions, else fp32."""
+    """The torch dtype for ``requested`` on ``device``. ``auto`` is ``$MLPSYCH_DTYPE`` when set, else half
+    precision where the device runs it faster: bf16 on GPUs that support it, else fp16; on a CPU bf16 with native
+    bf16 instructions, else fp32. On a CPU with AVX512-BF16 bf16 read windows faster at every model size measured,
+    MiniLM-L6 1.5x, base 2.7x-4.2x, large 1.3x-2.4x (benchmarks/README.md, reader_speed: figures per size and
+    machine), so there is no rule per size. It changes answers; whether for the worse is not measured yet."""
     import torch
 
     names = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
              "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
+    source = ""
+    if requested == "auto" and os.environ.get(DTYPE_ENV):
+        requested, source = os.environ[DTYPE_ENV], f" (from ${DTYPE_ENV})"
     if requested != "auto":
         if requested not in names:
-            raise ModelLoadError(f"unknown dtype {requested!r} (use auto, fp32, fp16 or bf16)")
+            raise ModelLoadError(f"unknown dtype {requested!r}{source} (use auto, fp32, fp16 or bf16)")
         if names[requested] is torch.float16 and device == "cpu":
-            raise ModelLoadError("fp16 is not supported for these models on the CPU; use bf16 or fp32")
+            raise ModelLoadError(f"fp16{source} is not supported for these models on the CPU; use bf16 or fp32")
         return names[requested]
     if device.startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if device == "mps":
         return torch.float16
-    return torch.bfloat16 if cpu_runs_bf16_natively() else torch.float32
+    return torch.bfloat16 if cpu_runs_bf16_natively(CPUINFO) else torch.float32
 
 
-def explain_load_error(model_id: str, error: Exception) -> str:
+def dtype_name(requested: str, device: str = "auto") -> str:
+    """The dtype a model asked to run in ``requested`` on ``device`` gets here ("float32", ...), without loading
+    it: for cache keys, where "auto" must not stand for different dtypes on different machines."""
+    return str(pick_dtype(requested, pick_device(device))).removeprefix("torch.")
+
+
+def load_failure_reason(model_id: str, error: BaseException) -> str:
+    """Why loading ``model_id`` failed, in words a researcher can act on, to follow "model 'X' ...": gated,
+    missing, offline (with how to bring models here), no safetensors, a missing package, too big."""
     text = str(error)
-    local = Path(model_id).expanduser()
-    if local.exists():
-        return f"model folder {model_id!r} cannot be loaded: {text.splitlines()[0] if text else type(error).__name__}"
-    if "gated" in text.lower() or "401" in text or "403" in text:
-        return (f"model {model_id!r} is gated on the Hugging Face Hub: accept its licence and log in "
-                "(`hf auth login` or HF_TOKEN), or name another model")
-    looks_local = model_id.startswith((".", "/", "~")) or model_id.count("/") > 1
-    if looks_local:
-        return f"model folder {model_id!r} does not exist"
-    return (f"model {model_id!r} could not be loaded: not in the local Hugging Face cache and not downloadable "
-            f"(no such Hub repo, or no internet). Check the id. {OFFLINE_HELP}")
+    name = type(error).__name__
+    first_line = text.strip().splitlines()[0] if text.strip() else name
+    if name == "GatedRepoError" or "gated" in text.lower() or re.search(r"\b40[13]\b", text):
+        return ("is gated on the Hugging Face Hub and no accepted licence / token was found: accept its licence "
+                "and log in (`hf auth login` or HF_TOKEN), or name another model")
+    if "offload" in text.lower():
+        return "does not fit in GPU and CPU memory (it would have to be offloaded to disk)"
+    if isinstance(error, ImportError):
+        return f"needs a package that is not installed ({first_line})"
+    if Path(model_id).expanduser().exists():
+        return f"cannot be loaded from its folder: {first_line}"
+    if model_id.startswith((".", "/", "~")) or model_id.count("/") > 1:
+        return "is not an existing folder"
+    if name == "RepositoryNotFoundError":
+        return "does not exist on the Hugging Face Hub"
+    return ("could not be loaded: not in the local Hugging Face cache and not downloadable (no such Hub repo, or "
+            f"no internet). Check the id. {OFFLINE_HELP}")
+
+
+def explain_load_error(model_id: str, error: BaseException) -> str:
+    """The one-line message of a model that cannot be loaded (readers, LLM and embedding models alike)."""
+    return f"model {model_id!r} {load_failure_reason(model_id, error)}"
 
 
 def load_tokenizer(model_id: str):

@@ -12,8 +12,7 @@ import platform
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass, field, replace
 
 from tqdm.auto import tqdm
 
@@ -21,21 +20,21 @@ from mlpsych import __version__
 from mlpsych.answers import Answer, Span
 from mlpsych.cache import ResultCache, make_key, model_fingerprint
 from mlpsych.documents import Document
-from mlpsych.ensemble import combine
+from mlpsych.reading.merge import combine
 from mlpsych.errors import one_line
-from mlpsych.merge import merge_spans
+from mlpsych.reading.merge import merge_spans
 from mlpsych.questions import QuestionSet, QuestionTemplate
 from mlpsych.models import ModelLoadError
-from mlpsych.reader import Query, Reader
+from mlpsych.progress import ProgressCallback, ProgressEvent
+from mlpsych.reading.reader import Query, Reader
 from mlpsych.retrieval import WindowSelector, plan_for, restrict
 from mlpsych.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
 # Bump when reading changes, so cached spans are not reused across versions (2: long questions borrow from the
-# overlap; 3: passages packed into windows).
-READER_VERSION = 3
-ProgressCallback = Callable[[str, int, int], None]
+# overlap; 3: passages packed into windows; 4: the resolved dtype and the model's revision are in the key).
+READER_VERSION = 4
 NORMALIZE_CHUNK = 16  # answer lists whose prompts are generated together
 # Papers whose windows are read in shared batches: up to this many, or until they have this many windows to read.
 PAPERS_PER_READ = 8
@@ -131,6 +130,36 @@ class Pipeline:
         self._normalizers: dict[str, object] = {}
         self._selector: WindowSelector | None = None  # retrieval's scorers, made when a question retrieves
 
+    # -- progress ----------------------------------------------------------------------------------------
+    def _report(self, event: ProgressEvent) -> None:
+        if self.on_progress:
+            self.on_progress(event)
+
+    def plan(self, n_papers: int) -> list[ProgressEvent]:
+        """The stages a run over ``n_papers`` readable papers reports, in order, with their units to do (done 0).
+
+        A front end sizes its estimate from this before the first event, and learns every model of the run (the
+        LLM included) without knowing the defaults. Follow-up levels are planned as one unit per paper and
+        question; their real totals (fewer papers, more answer lists) arrive with their events.
+        """
+        from mlpsych.normalize.answers import choose_model
+
+        planned: list[ProgressEvent] = []
+        for level in question_levels(self.questions):
+            for model in dict.fromkeys(m for q in level for m in q.models):
+                ids = tuple(q.id for q in level if model in q.models)
+                planned.append(ProgressEvent("read", ids, model, 0, n_papers, "paper"))
+            if not self.settings.llm.enabled:
+                continue
+            by_llm: dict[str, list[str]] = {}
+            for q in level:
+                if q.normalize:
+                    by_llm.setdefault(choose_model(q, self.settings.llm.model), []).append(q.id)
+            for llm, ids in by_llm.items():
+                batches = -(-len(ids) * n_papers // NORMALIZE_CHUNK)
+                planned.append(ProgressEvent("normalize", tuple(ids), llm, 0, batches, "batch"))
+        return planned
+
     # -- reading -----------------------------------------------------------------------------------------
     def _query(self, question: QuestionTemplate, text: str, entity: str | None = None) -> Query:
         return Query(
@@ -189,6 +218,8 @@ class Pipeline:
         for i, unit in mine:
             by_doc.setdefault(unit.doc.id, []).append(i)
         units = dict(mine)
+        step = ProgressEvent("read", tuple(dict.fromkeys(u.question.id for _, u in mine)), model, 0, len(by_doc),
+                             "paper")
         bar = tqdm(total=len(by_doc), desc=f"{label} · {model.rstrip('/').split('/')[-1]}", unit="paper",
                    disable=not self.progress)
         pending: list[_Pending] = []
@@ -209,17 +240,18 @@ class Pipeline:
                     pending.append((doc, todo, queries))
                     waiting += cost
             if len(pending) >= PAPERS_PER_READ or waiting >= WINDOWS_PER_READ:
-                self._read_pending(reader, model, pending, spans, result, label, (seen - len(pending), len(by_doc)))
+                self._read_pending(reader, model, pending, spans, result, label,
+                                   replace(step, done=seen - len(pending)))
                 waiting = 0
             if not pending:  # everything up to this paper is read and cached
                 bar.update(seen - bar.n)
-                if self.on_progress:
-                    self.on_progress(f"{label} · {model}", seen, len(by_doc))
-        self._read_pending(reader, model, pending, spans, result, label, (len(by_doc) - len(pending), len(by_doc)))
+                self._report(replace(step, done=seen))
+        self._read_pending(reader, model, pending, spans, result, label,
+                           replace(step, done=len(by_doc) - len(pending)))
         bar.update(len(by_doc) - bar.n)
         bar.close()
-        if self.on_progress and by_doc:
-            self.on_progress(f"{label} · {model}", len(by_doc), len(by_doc))
+        if by_doc:
+            self._report(replace(step, done=len(by_doc)))
 
     @staticmethod
     def _windows_to_read(reader: Reader, doc: Document, query: Query) -> int:
@@ -229,13 +261,12 @@ class Pipeline:
 
     def _read_pending(self, reader: Reader, model: str, pending: list[_Pending],
                       spans: dict[tuple[int, str], list[Span]], result: RunResult, label: str,
-                      progress: tuple[int, int]) -> None:
-        """Read the pending papers together and cache what each gave; ``progress`` = (papers done, papers)."""
+                      progress: ProgressEvent) -> None:
+        """Read the pending papers together and cache what each gave; ``progress``: the stage's papers done so far."""
         if not pending:
             return
         if reader.model is None:
-            if self.on_progress:  # lets a front end say "loading model" before the wait
-                self.on_progress(f"{label} · {model}", *progress)
+            self._report(replace(progress, loading=True))  # a front end can say "loading model" before the wait
             reader.warm_up()  # a ModelLoadError stops the run: finished work is in the cache
             self.model_loads.append(model)
         found = self._read_group(reader, model, pending, result, label)
@@ -299,23 +330,26 @@ class Pipeline:
         wanted = [item for item in level_units if item.unit.question.normalize and self.settings.llm.enabled]
         if not wanted:
             return
-        from mlpsych.normalize import NormalizerUnavailable, choose_model
-        from mlpsych.normalize_cache import CachedNormalizer
+        from mlpsych.errors import NormalizerUnavailable
+        from mlpsych.normalize.answers import choose_model
+        from mlpsych.normalize.cache import CachedNormalizer
 
         by_model: dict[str, list[_Normalizable]] = {}
         for item in wanted:
             by_model.setdefault(choose_model(item.unit.question, self.settings.llm.model), []).append(item)
         for llm, items in by_model.items():
+            step = ProgressEvent("normalize", tuple(dict.fromkeys(i.unit.question.id for i in items)), llm, 0,
+                                 -(-len(items) // NORMALIZE_CHUNK), "batch")
+            self._report(step)
             normalizer = self._normalizers.get(llm) or CachedNormalizer(llm, self.settings.llm, self.cache)
             bar = tqdm(total=len(items), desc=f"normalize · {llm.rstrip('/').split('/')[-1]}", unit="answer list",
                        disable=not self.progress)
             try:
-                for chunk_start in range(0, len(items), NORMALIZE_CHUNK):
+                for batch, chunk_start in enumerate(range(0, len(items), NORMALIZE_CHUNK), start=1):
                     chunk = items[chunk_start : chunk_start + NORMALIZE_CHUNK]
                     self._normalize_chunk(normalizer, llm, chunk, rows, result)
                     bar.update(len(chunk))
-                    if self.on_progress:
-                        self.on_progress(f"normalize · {llm}", chunk_start + len(chunk), len(items))
+                    self._report(replace(step, done=batch))
             except NormalizerUnavailable as error:
                 log.warning("normalization skipped, extractive answers kept: %s", error)
                 result.info.setdefault("warnings", []).append(f"normalization skipped: {error}")
@@ -331,7 +365,7 @@ class Pipeline:
                          result: RunResult) -> None:
         """One chunk of answer lists through the LLM; a paper whose prompts, generation or answers fail keeps its
         extractive answers and gets the failure as its status, the others are normalized."""
-        from mlpsych.normalize import combine_results, prompts_for
+        from mlpsych.normalize.answers import combine_results, prompts_for
 
         prompts: dict[int, dict[str, str]] = {}
         for i, item in enumerate(chunk):
@@ -352,7 +386,7 @@ class Pipeline:
                   result: RunResult) -> dict[int, dict]:
         """LLM results per chunk index and model, generated together; if that fails, each answer list alone, so
         the failure is the status of the paper that caused it."""
-        from mlpsych.normalize import NormalizerUnavailable
+        from mlpsych.errors import NormalizerUnavailable
 
         def generate(indices: list[int]) -> dict[int, dict]:
             flat = [(i, model, text) for i in indices for model, text in prompts[i].items()]

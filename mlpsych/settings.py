@@ -6,12 +6,35 @@ set and run settings in one call, so the CLI's ``--preset fast`` and the app's p
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mlpsych.reader import ReaderSettings
+
+class ReaderSettings(BaseModel):
+    """How a paper is windowed, decoded and computed; what changes the result is in the cache key (``cache_fields``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stride: int = Field(default=128, ge=0)  # tokens shared by consecutive windows (the paper's doc_stride)
+    max_length: int | None = Field(default=None, ge=16)  # window length in tokens; None = the model's maximum
+    # Room kept for the question, so windows do not depend on it. A longer question borrows up to stride // 2
+    # tokens from the side of the window its neighbour also reads (nothing goes unread), and is cut beyond that.
+    question_tokens: int = Field(default=24, ge=1)
+    n_best: int = Field(default=20, ge=1)  # start and end candidates per window
+    batch_size: int | None = Field(default=None, ge=1)  # None: ``Reader.default_batch_size`` for device and model
+    null_threshold: float = 0.0  # for may-be-empty questions: a span must beat the no-answer score by this margin
+    device: str = "auto"
+    dtype: str = "auto"
+
+    def cache_fields(self) -> dict:
+        """Settings that change the result: windowing, decoding and the dtype the model runs in, ``auto`` resolved
+        for this machine (and ``$MLPSYCH_DTYPE``) without loading the model. ``max_length`` None is the model's
+        maximum, which its fingerprint covers. Device and batch size change nothing beyond float noise."""
+        from mlpsych.models import dtype_name
+
+        fields = {k: getattr(self, k) for k in ("stride", "max_length", "question_tokens", "n_best", "null_threshold")}
+        return {**fields, "dtype": dtype_name(self.dtype, self.device)}
 
 
 class LLMSettings(BaseModel):
@@ -52,7 +75,7 @@ class RetrievalSettings(BaseModel):
 class RunSettings(BaseModel):
     """Everything that shapes a run besides the papers and the questions."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid")
 
     reader: ReaderSettings = Field(default_factory=ReaderSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
@@ -62,7 +85,7 @@ class RunSettings(BaseModel):
 
     def describe(self) -> dict:
         """Flat settings for the run sheet."""
-        out = {f"reader.{k}": v for k, v in asdict(self.reader).items()}
+        out = {f"reader.{k}": v for k, v in self.reader.model_dump().items()}
         out.update({f"llm.{k}": v for k, v in self.llm.model_dump().items()})
         out.update({f"retrieval.{k}": v for k, v in self.retrieval.model_dump().items()})
         out["max_sub_questions"] = self.max_sub_questions

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
-from mlpsych.testing import build_tiny_models, write_tiny_question_file
+from mlpsych.dev.tiny import build_tiny_models, write_tiny_question_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,6 +22,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 @pytest.fixture(autouse=True, scope="session")
 def _private_default_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["MLPSYCH_CACHE"] = str(tmp_path_factory.mktemp("default-cache"))
+
+
+@pytest.fixture(scope="session")
+def batching_atol() -> Callable[[object], float]:
+    """dtype -> absolute tolerance between unit-size outputs of one input computed alone and in a padded batch.
+
+    float32 differs only in summation order (1e-5 is about 100 of its ulps at 1.0); bf16 and fp16 round every
+    layer's output to 8 or 11 bits, so one input may differ by a few of their ulps (4 eps: 0.03 in bf16).
+    """
+    import torch
+
+    return lambda dtype: max(1e-5, 4 * torch.finfo(dtype).eps)
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,9 @@ import pytest
 from mlpsych.answers import Answer
 from mlpsych.documents import Document
 from mlpsych.multihop import bridge_entities, entities_to_ask, sub_questions
-from mlpsych.normalize import NormalizeResult, Normalizer, normalize_answers
+from mlpsych.normalize.llm import NormalizeResult, Normalizer
 from mlpsych.questions import NormalizeSpec, QuestionTemplate, RetrievalSpec, load_question_set
+from normalize.helpers import normalize_answers
 
 Q4 = QuestionTemplate(id="q4", text="What was __PLACEHOLDER__ used for?", kind="phrase", models=["m"],
                       bridge_from="q1", max_sub_questions=3)
@@ -73,7 +74,7 @@ class FixedOutputNormalizer(Normalizer):
         self.raw = raw
 
     def run(self, prompts: list[str]) -> list[NormalizeResult]:
-        from mlpsych.listparse import parse_list
+        from mlpsych.normalize.listparse import parse_list
 
         return [NormalizeResult(parse_list(self.raw), self.raw) for _ in prompts]
 

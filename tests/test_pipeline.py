@@ -6,10 +6,10 @@ import pytest
 
 from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
-from mlpsych.grounding import ground
+from mlpsych.normalize.grounding import ground
 from mlpsych.pipeline import Pipeline, question_levels
 from mlpsych.questions import load_question_set
-from mlpsych.reader import ReaderSettings
+from mlpsych.settings import ReaderSettings
 from mlpsych.settings import LLMSettings, RunSettings
 
 PAPER = (

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from mlpsych.questions import load_question_set
-from mlpsych.reader import ReaderSettings
+from mlpsych.settings import ReaderSettings
 from mlpsych.settings import PRESETS, RunSettings, apply_preset, get_preset, substitute_models
 
 

@@ -22,7 +22,7 @@ def tiny_dir() -> Path:
 
 def demo_question_file(folder: Path | None = None) -> Path:
     """The library's questions with the tiny models as readers and LLM (built on first use, reused after)."""
-    from mlpsych.testing import build_tiny_models, write_tiny_question_file
+    from mlpsych.dev.tiny import build_tiny_models, write_tiny_question_file
 
     root = folder or tiny_dir()
     return write_tiny_question_file(root / "questions", build_tiny_models(root))

@@ -13,7 +13,7 @@ import re
 import tempfile
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -335,7 +335,7 @@ def build_run(questions: QuestionSet, preset: str, *, device: str = "auto", norm
 
     try:
         base = RunSettings(llm=LLMSettings(enabled=normalize), max_sub_questions=max_sub_questions)
-        base = base.model_copy(update={"reader": replace(base.reader, device=device)})
+        base = base.model_copy(update={"reader": base.reader.model_copy(update={"device": device})})
         return apply_preset(preset, questions, base)
     except ValueError as error:
         raise AppInputError(str(error).splitlines()[0]) from None

@@ -56,7 +56,7 @@ def add_parser(subparsers) -> None:
 
 
 def settings_from_args(args: argparse.Namespace):
-    from mlpsych.reader import ReaderSettings
+    from mlpsych.settings import ReaderSettings
     from mlpsych.settings import LLMSettings, RetrievalSettings, RunSettings, get_preset
 
     preset = getattr(args, "preset", None)

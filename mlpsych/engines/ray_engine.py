@@ -26,7 +26,6 @@ import secrets
 import socket
 import time
 from collections import deque
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +233,7 @@ class RayEngine:
             return settings
         reader = settings.reader
         if reader.device.startswith("cuda:"):
-            reader = replace(reader, device="cuda")
+            reader = reader.model_copy(update={"device": "cuda"})
         llm = settings.llm
         if llm.device.startswith("cuda:"):
             llm = llm.model_copy(update={"device": "cuda"})

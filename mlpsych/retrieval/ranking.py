@@ -15,7 +15,7 @@ A template can say what else marks a window worth reading (``retrieval.signals``
 combined by reciprocal-rank fusion; ``diverse`` picks windows that add methods not yet covered.
 
 With ``unit: sentence`` the selector picks sentences instead of windows, and the reader packs them into windows
-(:func:`mlpsych.reader.pack_passages`): a paper names its methods in a few dozen sentences spread over all its
+(:func:`mlpsych.reading.windows.pack_passages`): a paper names its methods in a few dozen sentences spread over all its
 sections, which fill a handful of windows, while the windows around them are mostly other text.
 """
 
@@ -31,7 +31,8 @@ import numpy as np
 
 from mlpsych.documents import Document, sentence_spans
 from mlpsych.questions import RetrievalSpec
-from mlpsych.reader import Query, Reader, Window
+from mlpsych.reading.windows import Window
+from mlpsych.reading.reader import Query, Reader
 from mlpsych.retrieval.signals import TERM_SIGNALS, diverse_order, reciprocal_rank_fusion, signal_scores, window_terms
 from mlpsych.settings import RetrievalSettings
 
@@ -99,14 +100,14 @@ class DenseScorer:
 
 def entity_names(entity: str, text: str) -> list[str]:
     """The entity and its known variants in this paper: the other half of a "long form (ABBR)" definition."""
-    from mlpsych.grounding import aliases
+    from mlpsych.normalize.grounding import aliases
 
     return aliases(" ".join(entity.split()), text)
 
 
 def mentions_entity(names: Sequence[str], text: str) -> bool:
     """Whether the text mentions any of the names (grounding rules: case, plural, hyphen/space, abbreviations)."""
-    from mlpsych.grounding import ground
+    from mlpsych.normalize.grounding import ground
 
     return any(ground(name, text).grounded for name in names)
 

@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from mlpsych.ingest.synth import math_italic_paper, render_pdf, text_layer_pdf
+from mlpsych.dev.synth import math_italic_paper, render_pdf, text_layer_pdf
 
 BODY = ("Nurses (N = 312) wrote short essays about their work. We trained random forests in R with the caret "
         "package to predict burnout, and compared them with logistic regression fitted in scikit-learn.")

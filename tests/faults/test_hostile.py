@@ -16,10 +16,10 @@ from openpyxl import load_workbook
 from mlpsych.cache import ResultCache
 from mlpsych.cli import main
 from mlpsych.documents import Document
-from mlpsych.ingest.synth import image_only_pdf
+from mlpsych.dev.synth import image_only_pdf
 from mlpsych.pipeline import Pipeline
 from mlpsych.questions import NormalizeSpec, QuestionSet, QuestionTemplate
-from mlpsych.reader import ReaderSettings
+from mlpsych.settings import ReaderSettings
 from mlpsych.settings import LLMSettings, RunSettings
 
 PACKAGE = Path(__file__).resolve().parents[2] / "mlpsych"
@@ -64,7 +64,7 @@ ZOO = {
 
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from mlpsych.ingest.synth import SynthPaper, render_pdf
+    from mlpsych.dev.synth import SynthPaper, render_pdf
 
     folder = tmp_path_factory.mktemp("zoo")
     for name in ("good.txt", "Müller et al 2020 (final).txt", "notes ..\\..\\escape.txt"):

@@ -6,10 +6,11 @@ import tracemalloc
 
 import pytest
 
-import mlpsych.reader as reader_module
+import mlpsych.reading.reader as reader_module
 from mlpsych.documents import Document
-from mlpsych.reader import Query, Reader, ReaderSettings
-from mlpsych.testing import corpus
+from mlpsych.settings import ReaderSettings
+from mlpsych.reading.reader import Query, Reader
+from mlpsych.dev.tiny import corpus
 
 QUERIES = [Query("q1", "What methods were used?", top_k=5, max_answer_tokens=20),
            Query("q2", "What software was used?", top_k=3, max_answer_tokens=10, allow_empty=True)]

@@ -15,7 +15,8 @@ from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
 from mlpsych.pipeline import Pipeline
 from mlpsych.questions import QuestionSet, QuestionTemplate
-from mlpsych.reader import Query, Reader, ReaderSettings
+from mlpsych.settings import ReaderSettings
+from mlpsych.reading.reader import Query, Reader
 from mlpsych.settings import LLMSettings, RunSettings
 
 TEXT = ("We trained random forests and support vector machines on essays written by 312 participants. "
@@ -54,7 +55,7 @@ def test_oom_halves_the_batch_and_reads_the_same(tiny_models, caplog) -> None:
     reader = Reader(str(tiny_models["bert"]), READER)
     reader.warm_up()
     sizes = limit_batches(reader, largest=2)
-    with caplog.at_level(logging.WARNING, logger="mlpsych.reader"):
+    with caplog.at_level(logging.WARNING, logger="mlpsych.reading.reader"):
         found = reader.run(doc, QUERIES)
     halvings = [r.getMessage() for r in caplog.records if "out of memory" in r.getMessage()]
     assert len(halvings) == 2 and halvings[0].endswith("halved to 4 and retried")

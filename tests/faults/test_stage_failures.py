@@ -58,11 +58,11 @@ def _plant(monkeypatch: pytest.MonkeyPatch, stage: str) -> None:
     import mlpsych.export as export
     import mlpsych.ingest as ingest
     import mlpsych.multihop as multihop
-    import mlpsych.normalize as normalize
+    import mlpsych.normalize.answers as normalize
     import mlpsych.pipeline as pipeline
     from mlpsych.documents import Document
-    from mlpsych.normalize_cache import CachedNormalizer
-    from mlpsych.reader import Reader
+    from mlpsych.normalize.cache import CachedNormalizer
+    from mlpsych.reading.reader import Reader
 
     def wrap(owner, name, doc_of):
         original = getattr(owner, name)

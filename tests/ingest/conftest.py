@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mlpsych.ingest.synth import SynthPaper, render_pdf
+from mlpsych.dev.synth import SynthPaper, render_pdf
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mlpsych.ingest import load_documents
-from mlpsych.ingest.synth import SynthPaper, image_only_pdf, render_pdf
+from mlpsych.dev.synth import SynthPaper, image_only_pdf, render_pdf
 
 GOOD_TEXT = "A short paper. We used random forests to predict well-being in adolescents."
 

@@ -98,7 +98,7 @@ def test_columns_step_restores_reading_order(tmp_path: Path) -> None:
 
 
 def test_ligatures_in_pdf_come_back_as_letters(tmp_path: Path) -> None:
-    from mlpsych.ingest.synth import SynthPaper, render_pdf
+    from mlpsych.dev.synth import SynthPaper, render_pdf
 
     path = tmp_path / "lig.pdf"
     render_pdf(SynthPaper("Ligatures", ["The final fluent figures were significant in the first field study."] * 8),

@@ -8,7 +8,8 @@ from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
 from mlpsych.pipeline import Pipeline
 from mlpsych.questions import QuestionSet, RetrievalSpec
-from mlpsych.reader import ReaderSettings, Window
+from mlpsych.settings import ReaderSettings
+from mlpsych.reading.windows import Window
 from mlpsych.retrieval import Plan, WindowSelector, bm25_scores, entity_windows, plan_for
 from mlpsych.settings import LLMSettings, RetrievalSettings, RunSettings
 
@@ -137,7 +138,7 @@ def test_pipeline_with_retrieval_reads_fewer_windows_and_rerun_loads_nothing(tin
 
 @pytest.mark.slow
 def test_papers_with_few_windows_to_read_are_read_together_with_the_same_answers(tiny_models, tmp_path, monkeypatch):
-    from mlpsych.reader import Reader
+    from mlpsych.reading.reader import Reader
 
     model = str(tiny_models["deberta-v2"])
     docs = [Document(id=f"p{i}", text=PAPER.replace("students", f"students of cohort {i}")) for i in range(5)]

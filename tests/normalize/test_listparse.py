@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlpsych.listparse import clean_item, parse_list
+from mlpsych.normalize.listparse import clean_item, parse_list
 
 CORPUS: list[tuple[str, str, list[str]]] = [
     # --- well-formed ---------------------------------------------------------------------------------------

@@ -543,10 +543,10 @@ def _family_of(model_id: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m mlpsych.testing OUT_DIR``: build the tiny models (and their question file) for notebooks or demos."""
+    """``python -m mlpsych.dev.tiny OUT_DIR``: build the tiny models (and their question file) for notebooks or demos."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m mlpsych.testing", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m mlpsych.dev.tiny", description=main.__doc__)
     parser.add_argument("out_dir", type=Path, help="folder that receives one sub-folder per family")
     parser.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
     args = parser.parse_args(argv)
@@ -580,6 +580,8 @@ REAL_SIZES: dict[tuple[str, str], dict[str, object]] = {
                                intermediate_size=4096, vocab_size=50265),
     ("roberta", "base"): dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                               intermediate_size=3072, vocab_size=50265),
+    ("bert", "minilm-l6"): dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                                intermediate_size=1536, vocab_size=30522),
     ("albert", "xxlarge"): dict(hidden_size=4096, embedding_size=128, num_hidden_layers=12, num_attention_heads=64,
                                 intermediate_size=16384, vocab_size=30000),
 }

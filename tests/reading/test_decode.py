@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from mlpsych.reader import WindowCandidate, decode_window, make_windows, pack_passages, rank_candidates
+from mlpsych.reading.windows import make_windows, pack_passages
+from mlpsych.reading.decode import WindowCandidate, decode_window, rank_candidates
 
 NEG = -20.0
 

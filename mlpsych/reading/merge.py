@@ -108,3 +108,11 @@ def merge_spans(doc: Document, spans: list[Span], *, merge: bool = True, junk: s
     else:
         answers = [_answer(doc, [span]) for span in spans]
     return _group_by_text(answers, nested=merge)
+
+
+def combine(doc: Document, spans_by_model: dict[str, list[Span]], *, merge: bool = True) -> list[Answer]:
+    """One answer list from all of a question's models (the ensemble): the same merging rules run over every
+    model's spans together. Each answer keeps the models that produced it (its agreement count is
+    ``len(models)``) and its best score."""
+    every = [span for spans in spans_by_model.values() for span in spans]
+    return merge_spans(doc, every, merge=merge)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mlpsych.answers import Span
 from mlpsych.documents import Document
-from mlpsych.ensemble import combine
-from mlpsych.merge import merge_spans, trim
+from mlpsych.reading.merge import combine
+from mlpsych.reading.merge import merge_spans, trim
 
 TEXT = (
     "We trained random forests (RF) and support vector machines. "

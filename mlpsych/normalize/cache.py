@@ -7,43 +7,44 @@ from mlpsych.settings import LLMSettings
 
 
 class CachedNormalizer:
-    """Same ``run``/``release`` interface as ``Normalizer``; outputs cached per (model, prompt, generation settings)."""
+    """Same ``run``/``release`` interface as ``Normalizer``; outputs cached per prompt and everything else that shapes
+    them: the model and its revision (its chat template included), the dtype it runs in here, quantization and
+    max_new_tokens (generation is greedy; batch size changes nothing beyond float noise)."""
 
     def __init__(self, model: str, settings: LLMSettings, cache: ResultCache) -> None:
+        from mlpsych.normalize.llm import Normalizer
+
         self.model = model
         self.model_name = model
         self.max_input_items = settings.max_input_items
         self.settings = settings
         self.cache = cache
-        self._normalizer = None
+        # Loaded only when some prompt's output is not cached; made now because the cache key needs its dtype.
+        self._normalizer = Normalizer(model, device=settings.device, dtype=settings.dtype,
+                                      quantization=settings.quantization, max_new_tokens=settings.max_new_tokens,
+                                      batch_size=settings.batch_size, max_input_items=settings.max_input_items)
         self._unavailable: Exception | None = None
         self.generated = 0  # prompts actually sent to the model
 
     def _key(self, prompt: str) -> str:
+        _, dtype = self._normalizer.resolve_device_and_dtype()
         return make_key(stage="normalize", model=model_fingerprint(self.model), prompt=prompt,
-                        max_new_tokens=self.settings.max_new_tokens, quantization=self.settings.quantization)
+                        dtype=str(dtype).removeprefix("torch."), max_new_tokens=self.settings.max_new_tokens,
+                        quantization=self.settings.quantization)
 
     def _loaded(self):
-        from mlpsych.normalize import Normalizer
-
         if self._unavailable is not None:
             raise self._unavailable
-        if self._normalizer is None:
-            normalizer = Normalizer(self.model, device=self.settings.device, dtype=self.settings.dtype,
-                                    quantization=self.settings.quantization,
-                                    max_new_tokens=self.settings.max_new_tokens, batch_size=self.settings.batch_size,
-                                    max_input_items=self.settings.max_input_items)
-            try:
-                normalizer.warm_up()
-            except Exception as error:
-                self._unavailable = error
-                raise
-            self._normalizer = normalizer
+        try:
+            self._normalizer.warm_up()  # once: a loaded model returns at once
+        except Exception as error:
+            self._unavailable = error
+            raise
         return self._normalizer
 
     def run(self, prompts: list[str]):
-        from mlpsych.listparse import parse_list
-        from mlpsych.normalize import NormalizeResult
+        from mlpsych.normalize.listparse import parse_list
+        from mlpsych.normalize.llm import NormalizeResult
 
         results: list = [None] * len(prompts)
         missing = []
@@ -63,6 +64,5 @@ class CachedNormalizer:
         return results
 
     def release(self) -> None:
-        if self._normalizer is not None:
+        if self._normalizer.loaded:
             self._normalizer.release()
-            self._normalizer = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlpsych.grounding import defined_pairs, ground, is_abbreviation
+from mlpsych.normalize.grounding import defined_pairs, ground, is_abbreviation
 
 PAPER = (
     "We trained support vector machines (SVM) and a random forest (RF) on N = 300 participants. "

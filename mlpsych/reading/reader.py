@@ -1,25 +1,25 @@
-"""Long-document extractive QA with SQuAD2-tuned encoders: windows, batching, span decoding, the null score.
+"""Long-document extractive QA with SQuAD2-tuned encoders: the reader that pairs windows with questions and batches.
 
 transformers 5 has no question-answering pipeline, so this module is ours. A paper is tokenized once per
-tokenizer; overlapping windows of it (or windows packed from the sentences retrieval chose) are paired with each
-question, read in length-sorted batches, and the start/end logits decoded into spans ranked together across all
-windows, with char offsets into the paper.
+tokenizer; its windows (``windows``) are paired with each question, read in length-sorted batches, and the
+start/end logits decoded (``decode``) into spans ranked together across all windows, with char offsets into the
+paper.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import math
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from mlpsych.answers import Span
 from mlpsych.documents import Document
 from mlpsych.models import free_memory, load_qa_model, load_tokenizer, pick_device, pick_dtype
+from mlpsych.reading.decode import WindowCandidate, decode_window, rank_candidates
+from mlpsych.reading.windows import EncodedDocument, Window, make_windows, pack_passages
+from mlpsych.settings import ReaderSettings
 
 log = logging.getLogger(__name__)
 
@@ -28,26 +28,6 @@ log = logging.getLogger(__name__)
 CANDIDATES_KEPT = 2048
 # Papers whose tokenization is kept (and so at most read in one call): windows of several papers share batches.
 ENCODED_KEPT = 16
-
-
-@dataclass(frozen=True)
-class ReaderSettings:
-    """How a paper is windowed and decoded; every field is part of the cache key."""
-
-    stride: int = 128  # tokens shared by consecutive windows (the paper's doc_stride)
-    max_length: int | None = None  # window length in tokens; None = the model's maximum
-    # Room kept for the question, so windows do not depend on it. A longer question borrows up to stride // 2
-    # tokens from the side of the window its neighbour also reads (nothing goes unread), and is cut beyond that.
-    question_tokens: int = 24
-    n_best: int = 20  # start and end candidates per window
-    batch_size: int | None = None  # None: ``Reader.default_batch_size`` for the device and model
-    null_threshold: float = 0.0  # for may-be-empty questions: a span must beat the no-answer score by this margin
-    device: str = "auto"
-    dtype: str = "auto"
-
-    def cache_fields(self) -> dict:
-        """Settings that change the result (device and batch size do not, beyond float noise)."""
-        return {k: getattr(self, k) for k in ("stride", "max_length", "question_tokens", "n_best", "null_threshold")}
 
 
 @dataclass(frozen=True)
@@ -63,37 +43,6 @@ class Query:
     windows: tuple[int, ...] | None = None  # only these windows (retrieval); None = all
     # Or only these char ranges of the paper (retrieval by sentence), packed into windows: see ``pack_passages``.
     passages: tuple[tuple[int, int], ...] | None = None
-
-
-@dataclass
-class Window:
-    """A run of document tokens ``[token_start, token_end)`` covering ``[char_start, char_end)``, or, for a window
-    packed from passages, the token ranges ``pieces`` within those bounds, read one after the other."""
-
-    index: int
-    token_start: int
-    token_end: int
-    char_start: int
-    char_end: int
-    pieces: tuple[tuple[int, int], ...] = ()
-
-    @property
-    def token_ranges(self) -> tuple[tuple[int, int], ...]:
-        return self.pieces or ((self.token_start, self.token_end),)
-
-
-@dataclass
-class EncodedDocument:
-    """A paper tokenized once: token ids and their char offsets, and its windows."""
-
-    ids: list[int]
-    offsets: list[tuple[int, int]]
-    windows: list[Window] = field(default_factory=list)
-
-    @cached_property
-    def starts(self) -> list[int]:
-        """Each token's first char: where a passage's tokens are looked up (many times while packing)."""
-        return [a for a, _ in self.offsets]
 
 
 @dataclass
@@ -145,149 +94,47 @@ def _max_positions(model_id: str) -> int:
         return 512
 
 
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    m = x.max()
-    return x - (m + math.log(np.exp(x - m).sum()))
+@dataclass(frozen=True)
+class _Feature:
+    """One window of one paper paired with one of its queries: what is read, and how long its input is."""
+
+    paper: int  # index of the paper in the call
+    query: int  # index of the query among that paper's
+    window: Window
+    question_ids: list[int]
+    context: tuple[tuple[int, int], ...]  # token ranges of the paper read in this window
+    length: int  # tokens of the model input
+
+    @property
+    def job(self) -> tuple[int, int]:
+        return self.paper, self.query
 
 
-@dataclass
-class WindowCandidate:
-    """A span found in one window, before spans of all windows are ranked together."""
+@dataclass(frozen=True)
+class _Inputs:
+    """A feature's model input: token ids, token types, and where the context starts in them."""
 
-    char_start: int
-    char_end: int
-    score: float  # probability as a QA pipeline reports it: p(start) * p(end) within the window
-    null_score: float  # p(no answer) in that window
-    window: int
-
-
-def decode_window(
-    start_logits: np.ndarray,
-    end_logits: np.ndarray,
-    context_mask: np.ndarray,
-    offsets: Sequence[tuple[int, int]],
-    *,
-    n_best: int,
-    max_answer_tokens: int,
-    null_index: int = 0,
-    window: int = 0,
-    pieces: np.ndarray | None = None,
-) -> tuple[list[WindowCandidate], float]:
-    """SQuAD2 decoding of one window: top-n starts x top-n ends, inside the context, end >= start, length-bounded.
-
-    Scores are normalized over the window (context tokens plus the no-answer position), so spans of different
-    windows compare as the paper's pipeline compared them. In a window packed from passages, ``pieces`` gives
-    each position's passage: a span must start and end in the same one (the text between two is not read).
-    Returns the candidates and the window's null score.
-    """
-    allowed = context_mask.astype(bool).copy()
-    allowed[null_index] = True
-    start = np.where(allowed, start_logits, -np.inf)
-    end = np.where(allowed, end_logits, -np.inf)
-    log_start = _log_softmax(start)
-    log_end = _log_softmax(end)
-    null_score = float(math.exp(log_start[null_index] + log_end[null_index]))
-    ctx_idx = np.flatnonzero(context_mask)
-    if ctx_idx.size == 0:
-        return [], null_score
-    k = min(n_best, ctx_idx.size)
-    top_starts = ctx_idx[np.argsort(-log_start[ctx_idx], kind="stable")[:k]]
-    top_ends = ctx_idx[np.argsort(-log_end[ctx_idx], kind="stable")[:k]]
-    candidates = []
-    for s in top_starts:
-        for e in top_ends:
-            if e < s or e - s + 1 > max_answer_tokens or (pieces is not None and pieces[s] != pieces[e]):
-                continue
-            char_start, char_end = offsets[s][0], offsets[e][1]
-            if char_end <= char_start:
-                continue
-            score = float(math.exp(log_start[s] + log_end[e]))
-            candidates.append(WindowCandidate(char_start, char_end, score, null_score, window))
-    return candidates, null_score
+    feature: _Feature
+    ids: list[int]
+    types: list[int]
+    context_offset: int
 
 
-def rank_candidates(
-    candidates: list[WindowCandidate],
-    null_scores: list[float],
-    *,
-    top_k: int,
-    allow_empty: bool,
-    null_threshold: float = 0.0,
-) -> list[WindowCandidate]:
-    """Spans of all windows ranked together; a span read in two overlapping windows counts once (best score).
-
-    For a question that may have no answer, the no-answer option competes as in SQuAD2: its score is the
-    lowest null score over the windows, and only spans above it (plus ``null_threshold``) are kept.
-    """
-    best: dict[tuple[int, int], WindowCandidate] = {}
-    for c in candidates:
-        key = (c.char_start, c.char_end)
-        if key not in best or c.score > best[key].score:
-            best[key] = c
-    ranked = sorted(best.values(), key=lambda c: (-c.score, c.char_start, c.char_end))
-    if allow_empty and null_scores:
-        floor = min(null_scores) + null_threshold
-        ranked = [c for c in ranked if c.score > floor]
-    return ranked[:top_k]
-
-
-def _step(size: int, stride: int) -> int:
-    """Tokens between the starts of consecutive parts of ``size`` tokens that share ``stride`` tokens."""
-    if stride >= size:
-        raise ValueError(f"stride ({stride}) must be smaller than the window's context ({size} tokens)")
-    return size - stride
-
-
-def _cut(first: int, last: int, size: int, step: int) -> Iterator[tuple[int, int]]:
-    """Tokens ``[first, last)`` in parts of at most ``size`` tokens, each starting ``step`` after the previous."""
-    while True:
-        end = min(first + size, last)
-        yield first, end
-        if end >= last:
-            return
-        first += step
-
-
-def make_windows(offsets: Sequence[tuple[int, int]], context_tokens: int, stride: int) -> list[Window]:
-    """Overlapping windows of ``context_tokens`` tokens; consecutive windows share ``stride`` tokens."""
-    if not offsets:
-        return []
-    step = _step(context_tokens, stride)
-    return [Window(i, start, end, offsets[start][0], offsets[end - 1][1])
-            for i, (start, end) in enumerate(_cut(0, len(offsets), context_tokens, step))]
-
-
-def pack_passages(offsets: Sequence[tuple[int, int]], passages: Sequence[tuple[int, int]], capacity: int,
-                  stride: int, starts: Sequence[int] | None = None) -> list[Window]:
-    """Windows holding the tokens of the given char ranges, in paper order, at most ``capacity`` tokens each.
-
-    Retrieval by sentence reads a paper's best sentences, not its best windows: the sentences naming methods are
-    spread over the paper, and whole windows around them are mostly other text. Touching or overlapping ranges
-    become one piece; a piece is never split between windows unless it is longer than a window, when it is cut
-    like a paper (consecutive parts share ``stride`` tokens). ``starts``: the tokens' first chars, if known.
-    """
-    step = _step(capacity, stride)
-    starts = starts if starts is not None else [a for a, _ in offsets]
-    merged: list[list[int]] = []
-    for a, b in sorted(passages):
-        first, last = bisect.bisect_left(starts, a), bisect.bisect_left(starts, b)
-        if last <= first:
-            continue
-        if merged and first <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], last)
-        else:
-            merged.append([first, last])
-    pieces = [piece for first, last in merged for piece in _cut(first, last, capacity, step)]
-    packed: list[list[tuple[int, int]]] = []
-    used = capacity
-    for piece in pieces:
-        if used + piece[1] - piece[0] > capacity:
-            packed.append([])
-            used = 0
-        packed[-1].append(piece)
-        used += piece[1] - piece[0]
-    return [Window(i, p[0][0], p[-1][1], offsets[p[0][0]][0], offsets[p[-1][1] - 1][1], tuple(p))
-            for i, p in enumerate(packed)]
+def context_layout(context_offset: int, context: Sequence[tuple[int, int]], paper_offsets: Sequence[tuple[int, int]],
+                   length: int) -> tuple[np.ndarray, list[tuple[int, int]], np.ndarray | None]:
+    """For one model input of ``length`` tokens: which positions are the paper's (mask), each position's char
+    offsets in the paper ((0, 0) elsewhere), and, for a window packed from several passages, each position's
+    passage (-1 elsewhere; None for one passage), so a span never joins two passages."""
+    mask = np.zeros(length, dtype=bool)
+    offsets: list[tuple[int, int]] = [(0, 0)] * context_offset
+    pieces = np.full(length, -1) if len(context) > 1 else None
+    for piece, (a, b) in enumerate(context):
+        if pieces is not None:
+            pieces[len(offsets) : len(offsets) + b - a] = piece
+        offsets += paper_offsets[a:b]
+    mask[context_offset : len(offsets)] = True
+    offsets += [(0, 0)] * (length - len(offsets))
+    return mask, offsets, pieces
 
 
 class Reader:
@@ -408,9 +255,8 @@ class Reader:
             return ((window.token_start + extra, window.token_end),)
         return ((window.token_start, max(window.token_start + 1, window.token_end - extra)),)
 
-    def _features(self, papers: Sequence[tuple[Document, Sequence[Query]]]):
-        """(job, window, question ids, context token ranges read, length) per feature, job = (paper index, query
-        index): cheap, built for all the papers of a call at once."""
+    def _features(self, papers: Sequence[tuple[Document, Sequence[Query]]]) -> list[_Feature]:
+        """Every (query, window) pair of the papers of one call: cheap, built for all of them at once."""
         plan = []
         for pi, (doc, queries) in enumerate(papers):
             encoded = self.encode(doc)
@@ -425,18 +271,18 @@ class Reader:
                 for window in chosen:
                     context = self._context(window, len(encoded.windows), len(q_ids))
                     length = self._template.special_count + len(q_ids) + sum(b - a for a, b in context)
-                    plan.append(((pi, qi), window, q_ids, context, length))
+                    plan.append(_Feature(pi, qi, window, q_ids, context, length))
         return plan
 
-    def _build(self, encoded: EncodedDocument, job: tuple[int, int], window: Window, q_ids: list[int],
-               context: tuple[tuple[int, int], ...]):
+    def _build(self, encoded: EncodedDocument, feature: _Feature) -> _Inputs:
         """Model inputs of one feature, built only when its batch is read (windows in flight stay bounded)."""
         t = self._template
-        ctx = [token for a, b in context for token in encoded.ids[a:b]]
+        ctx = [token for a, b in feature.context for token in encoded.ids[a:b]]
+        q_ids = feature.question_ids
         ids = t.prefix + q_ids + t.middle + ctx + t.suffix
-        ctx_offset = len(t.prefix) + len(q_ids) + len(t.middle)
-        types = t.type_prefix + [t.question_type] * len(q_ids) + t.type_middle + [t.context_type] * len(ctx) + t.type_suffix
-        return (job, window, ids, types, ctx_offset, context)
+        types = (t.type_prefix + [t.question_type] * len(q_ids) + t.type_middle + [t.context_type] * len(ctx)
+                 + t.type_suffix)
+        return _Inputs(feature, ids, types, len(t.prefix) + len(q_ids) + len(t.middle))
 
     def run(self, doc: Document, queries: Sequence[Query]) -> dict[int, list[Span]]:
         """Read ``doc`` for each query; returns spans per query index, best first."""
@@ -445,50 +291,35 @@ class Reader:
     def run_many(self, papers: Sequence[tuple[Document, Sequence[Query]]]) -> list[dict[int, list[Span]]]:
         """Read several papers, each for its queries, with their windows batched together (sorted by length,
         so short last windows and short questions share batches); spans per paper and query index."""
-        import torch
-
         self.warm_up()
         if len(papers) > ENCODED_KEPT:
             raise ValueError(f"read at most {ENCODED_KEPT} papers per call (got {len(papers)})")
-        features = self._features(papers)
+        features = sorted(self._features(papers), key=lambda f: f.length)
         encoded = [self.encode(doc) for doc, _ in papers]
         jobs = [(pi, qi) for pi, (_, queries) in enumerate(papers) for qi in range(len(queries))]
         candidates: dict[tuple[int, int], list[WindowCandidate]] = {job: [] for job in jobs}
         nulls: dict[tuple[int, int], list[float]] = {job: [] for job in jobs}
-        order = sorted(range(len(features)), key=lambda i: features[i][4])
         position = 0
-        while position < len(order):
-            batch = [self._build(encoded[features[i][0][0]], *features[i][:4])
-                     for i in order[position : position + self._batch_size]]
-            try:
-                starts, ends = self._forward(batch)
-            except torch.cuda.OutOfMemoryError:
-                if self._batch_size == 1:
-                    raise
-                self._batch_size = max(1, self._batch_size // 2)
-                log.warning("%s: CUDA out of memory; batch size halved to %d and retried", self.model_id, self._batch_size)
-                torch.cuda.empty_cache()
+        while position < len(features):
+            batch = [self._build(encoded[f.paper], f) for f in features[position : position + self._batch_size]]
+            starts, ends = self._forward_or_halve(batch)
+            if starts is None:  # out of memory: the batch size was halved, read again from the same position
                 continue
             position += len(batch)
             self.windows_read += len(batch)
-            for row, ((pi, qi), window, ids, _, ctx_offset, context) in enumerate(batch):
-                length = len(ids)
-                mask = np.zeros(length, dtype=bool)
-                offsets = [(0, 0)] * ctx_offset
-                pieces = np.full(length, -1) if len(context) > 1 else None
-                for piece, (a, b) in enumerate(context):
-                    if pieces is not None:
-                        pieces[len(offsets) : len(offsets) + b - a] = piece
-                    offsets += encoded[pi].offsets[a:b]
-                mask[ctx_offset : len(offsets)] = True
-                offsets += [(0, 0)] * (length - len(offsets))
+            for row, inputs in enumerate(batch):
+                feature = inputs.feature
+                query = papers[feature.paper][1][feature.query]
+                length = len(inputs.ids)
+                mask, offsets, pieces = context_layout(inputs.context_offset, feature.context,
+                                                       encoded[feature.paper].offsets, length)
                 found, null = decode_window(
                     starts[row, :length], ends[row, :length], mask, offsets, n_best=self.settings.n_best,
-                    max_answer_tokens=papers[pi][1][qi].max_answer_tokens, window=window.index, pieces=pieces,
+                    max_answer_tokens=query.max_answer_tokens, window=feature.window.index, pieces=pieces,
                 )
-                candidates[(pi, qi)].extend(found)
-                nulls[(pi, qi)].append(null)
-            for job in {feature[0] for feature in batch}:
+                candidates[feature.job].extend(found)
+                nulls[feature.job].append(null)
+            for job in {inputs.feature.job for inputs in batch}:
                 if len(candidates[job]) > CANDIDATES_KEPT:  # only the best top_k spans can win: prune as we go
                     top_k = papers[job[0]][1][job[1]].top_k
                     candidates[job] = rank_candidates(candidates[job], [], top_k=top_k, allow_empty=False)
@@ -502,19 +333,34 @@ class Reader:
             results[pi][qi] = [self._to_span(doc, query, c) for c in ranked]
         return results
 
-    def _forward(self, batch) -> tuple[np.ndarray, np.ndarray]:
+    def _forward_or_halve(self, batch: list[_Inputs]) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The batch's logits; on CUDA out-of-memory, halve the batch size and return ``(None, None)`` so the
+        caller reads the same windows again in smaller batches (at batch size 1 the error is the paper's)."""
+        import torch
+
+        try:
+            return self._forward(batch)
+        except torch.cuda.OutOfMemoryError:
+            if self._batch_size == 1:
+                raise
+            self._batch_size = max(1, self._batch_size // 2)
+            log.warning("%s: CUDA out of memory; batch size halved to %d and retried", self.model_id, self._batch_size)
+            torch.cuda.empty_cache()
+            return None, None
+
+    def _forward(self, batch: list[_Inputs]) -> tuple[np.ndarray, np.ndarray]:
         """Start and end logits for a batch of (question, window) features, padded to the longest."""
         import torch
 
         pad_id = self.tokenizer.pad_token_id or 0
-        width = max(len(f[2]) for f in batch)
+        width = max(len(inputs.ids) for inputs in batch)
         input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
         attention = torch.zeros((len(batch), width), dtype=torch.long)
         token_types = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, (_, _, ids, types, *_) in enumerate(batch):
-            input_ids[row, : len(ids)] = torch.tensor(ids)
-            attention[row, : len(ids)] = 1
-            token_types[row, : len(ids)] = torch.tensor(types)
+        for row, inputs in enumerate(batch):
+            input_ids[row, : len(inputs.ids)] = torch.tensor(inputs.ids)
+            attention[row, : len(inputs.ids)] = 1
+            token_types[row, : len(inputs.ids)] = torch.tensor(inputs.types)
         inputs = {"input_ids": input_ids, "attention_mask": attention}
         if self._template.uses_token_types:
             inputs["token_type_ids"] = token_types

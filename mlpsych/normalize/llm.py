@@ -1,9 +1,5 @@
-"""RAG-style normalization: an instruction-tuned LLM turns a question's extractive answers into a clean list.
-
-The extractive readers return overlapping, differently worded spans ("extreme gradient boosting trees",
-"XGB"); the paper's gain came from handing them to an LLM with a question-specific prompt that returns one
-standard name per entity. The items it returns are parsed robustly (``listparse``), checked against the paper
-(``grounding``) and kept apart when the paper does not contain them, because researchers code from this output.
+"""The LLM runner of normalization: an instruction-tuned causal LM loaded once, run on batches of prompts with
+greedy decoding, each output parsed into a list (``listparse``), then released.
 
 The default LLM (Meta-Llama-3-8B-Instruct) is gated on the Hub and needs ~16 GB in half precision. When it
 cannot be loaded, :class:`NormalizerUnavailable` says why and how to enable it; the pipeline then keeps the
@@ -14,16 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from mlpsych.answers import Answer, Span
-from mlpsych.documents import Document
-from mlpsych.grounding import Grounding, aliases, ground
-from mlpsych.listparse import parse_list
-from mlpsych.questions import QuestionTemplate
+from mlpsych.errors import NormalizerUnavailable
+from mlpsych.normalize.listparse import parse_list
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +30,6 @@ HOW_TO_ENABLE = (
 )
 
 
-class NormalizerUnavailable(RuntimeError):
-    """The LLM cannot be used here; the message says why and how to enable it (the run goes on without it)."""
-
-
 @dataclass
 class NormalizeResult:
     """What the LLM returned for one prompt: the parsed items, the raw text (kept for audit), any error."""
@@ -51,35 +39,15 @@ class NormalizeResult:
     error: str | None = None
 
 
-def choose_model(question: QuestionTemplate, override: str | None = None) -> str:
-    """The LLM for a question: the command line's choice, else the template's, else the default."""
-    if override:
-        return override
-    if question.normalize is not None and question.normalize.model:
-        return question.normalize.model
-    return DEFAULT_LLM
+class ListNormalizer(Protocol):
+    """What the pipeline asks of a normalizer: the LLM itself (:class:`Normalizer`) or the LLM behind the result
+    cache (:class:`~mlpsych.normalize.cache.CachedNormalizer`)."""
 
+    generated: int  # prompts actually sent to a model
 
-def build_prompt(template_prompt: str, answers: list[str], *, max_input_items: int = 60) -> str:
-    """The template's prompt with ``{answers}`` replaced by the answers, one per line, deduplicated, capped.
+    def run(self, prompts: list[str]) -> list[NormalizeResult]: ...
 
-    Only the literal ``{answers}`` is replaced (no ``str.format``), so braces elsewhere in a user's prompt,
-    such as a JSON example, are left alone. A prompt without the placeholder gets the answers appended.
-    """
-    lines: list[str] = []
-    seen: set[str] = set()
-    for answer in answers:
-        line = " ".join(str(answer).split())
-        if line and line.casefold() not in seen:
-            seen.add(line.casefold())
-            lines.append(line)
-    if len(lines) > max_input_items:
-        log.debug("prompt capped at %d of %d answers", max_input_items, len(lines))
-        lines = lines[:max_input_items]
-    block = "\n".join(lines)
-    if "{answers}" in template_prompt:
-        return template_prompt.replace("{answers}", block)
-    return f"{template_prompt.rstrip()}\n{block}"
+    def release(self) -> None: ...
 
 
 class Normalizer:
@@ -123,7 +91,9 @@ class Normalizer:
             return
         import torch
 
-        device, torch_dtype = self._resolve_device_and_dtype()
+        from mlpsych.models import load_failure_reason
+
+        device, torch_dtype = self.resolve_device_and_dtype()
         kwargs: dict[str, Any] = {"dtype": torch_dtype}
         kwargs.update(self._weights_kwargs())
         if self.quantization:
@@ -141,10 +111,10 @@ class Normalizer:
         except torch.cuda.OutOfMemoryError as error:
             raise self._unavailable(f"does not fit in GPU memory ({error.__class__.__name__})") from None
         except (OSError, ValueError, ImportError) as error:
-            raise self._unavailable(_load_reason(self.model_name, error)) from None
+            raise self._unavailable(load_failure_reason(self.model_name, error)) from None
         except Exception as error:  # huggingface_hub errors that are not OSErrors in this version
             if type(error).__module__.startswith("huggingface_hub"):
-                raise self._unavailable(_load_reason(self.model_name, error)) from None
+                raise self._unavailable(load_failure_reason(self.model_name, error)) from None
             raise
         if "device_map" not in kwargs:
             model.to(device)
@@ -156,7 +126,9 @@ class Normalizer:
     def _unavailable(self, reason: str) -> NormalizerUnavailable:
         return NormalizerUnavailable(f"LLM normalization is off: model {self.model_name!r} {reason}. {HOW_TO_ENABLE}")
 
-    def _resolve_device_and_dtype(self) -> tuple[str, Any]:
+    def resolve_device_and_dtype(self) -> tuple[str, Any]:
+        """Where and in which dtype the model would run here, without loading it (the cache key needs the dtype);
+        NormalizerUnavailable when it cannot run as asked."""
         from mlpsych.models import ModelLoadError, pick_device, pick_dtype
 
         try:
@@ -169,11 +141,13 @@ class Normalizer:
         return device, torch_dtype
 
     def _weights_kwargs(self) -> dict[str, Any]:
-        """safetensors only: a local folder without them is refused (pickled weights are never loaded)."""
-        local = Path(self.model_name).expanduser()
-        if local.is_dir() and not any(local.glob("*.safetensors")):
-            raise self._unavailable("has no .safetensors weights in its folder (pickled checkpoints are not loaded)")
-        return {"use_safetensors": True}
+        """The loading policy's safe-weights arguments (a folder without safetensors is refused)."""
+        from mlpsych.models import ModelLoadError, safetensors_kwargs
+
+        try:
+            return safetensors_kwargs(self.model_name)
+        except ModelLoadError as error:
+            raise NormalizerUnavailable(f"LLM normalization is off: {error}. {HOW_TO_ENABLE}") from None
 
     def _quantization_config(self, torch_dtype: Any) -> Any:
         import importlib.util
@@ -337,149 +311,3 @@ def _empty_cuda_cache() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-
-
-def _load_reason(model_id: str, error: BaseException) -> str:
-    """Why loading failed, in words a researcher can act on (gated, missing, offline, no safetensors)."""
-    text = str(error)
-    name = type(error).__name__
-    first_line = text.strip().splitlines()[0] if text.strip() else name
-    if name == "GatedRepoError" or "gated" in text.lower() or re.search(r"\b40[13]\b", text):
-        return "is gated on the Hugging Face Hub and no accepted licence / token was found"
-    if "offload" in text.lower():
-        return "does not fit in GPU and CPU memory (it would have to be offloaded to disk)"
-    if isinstance(error, ImportError):
-        return f"needs a package that is not installed ({first_line})"
-    local = Path(model_id).expanduser()
-    if local.exists():
-        return f"cannot be loaded from its folder: {first_line}"
-    if model_id.startswith((".", "/", "~")) or model_id.count("/") > 1:
-        return "is not an existing folder"
-    if name == "RepositoryNotFoundError":
-        return "does not exist on the Hugging Face Hub"
-    if "safetensors" in text.lower():
-        return "has no safetensors weights (pickled checkpoints are not loaded)"
-    return ("is not in the local Hugging Face cache and cannot be downloaded "
-            "(no such Hub repo, no internet, or HF_HUB_OFFLINE is set)")
-
-
-# -- the stage -------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Item:
-    """One normalized item while combining models: its text, the models that returned it, its grounding."""
-
-    text: str
-    models: list[str] = field(default_factory=list)
-
-
-def normalize_answers(
-    doc: Document,
-    question: QuestionTemplate,
-    answers_by_model: dict[str, list[Answer]],
-    normalizer: Normalizer,
-) -> tuple[list[Answer], dict[str, Any]]:
-    """LLM-normalized answers of one question for one paper, grounded in the paper.
-
-    One prompt per reader model (their lists are kept apart, as in the paper), then combined as
-    ``question.normalize.combine`` says. Returns the answers (``stage`` ``normalized`` for items found in the
-    paper, ``ungrounded`` for the others) and an audit record: prompts, raw outputs, items and errors per model.
-    Raises NormalizerUnavailable when the LLM cannot be loaded (the caller keeps the extractive answers).
-    To batch prompts of many papers into one ``run``, use :func:`prompts_for` and :func:`combine_results`.
-    """
-    prompts = prompts_for(question, answers_by_model, max_input_items=normalizer.max_input_items)
-    results = dict(zip(prompts, normalizer.run(list(prompts.values()))))
-    return combine_results(doc, question, answers_by_model, results, llm=normalizer.model_name, prompts=prompts)
-
-
-def prompts_for(question: QuestionTemplate, answers_by_model: dict[str, list[Answer]], *,
-                max_input_items: int = 60) -> dict[str, str]:
-    """reader model -> prompt, for each model with answers; best answers first, so the cap drops the weakest."""
-    if question.normalize is None:
-        raise ValueError(f"question {question.id!r} has no normalize prompt")
-    return {
-        model: build_prompt(question.normalize.prompt, [a.text for a in sorted(answers, key=lambda a: -a.score)],
-                            max_input_items=max_input_items)
-        for model, answers in answers_by_model.items() if answers
-    }
-
-
-def combine_results(
-    doc: Document,
-    question: QuestionTemplate,
-    answers_by_model: dict[str, list[Answer]],
-    results: dict[str, NormalizeResult],
-    *,
-    llm: str = "",
-    prompts: dict[str, str] | None = None,
-) -> tuple[list[Answer], dict[str, Any]]:
-    """Per-model LLM results -> grounded answers combined as the template says, plus the audit record."""
-    if question.normalize is None:
-        raise ValueError(f"question {question.id!r} has no normalize prompt")
-    models = [m for m in answers_by_model if m in results]
-    audit: dict[str, Any] = {
-        "llm": llm,
-        "combine": question.normalize.combine,
-        "prompts": dict(prompts or {}),
-        "raw_outputs": {m: results[m].raw_output if m in results else "" for m in answers_by_model},
-        "items": {m: results[m].items if m in results else [] for m in answers_by_model},
-        "errors": {m: results[m].error for m in models if results[m].error},
-    }
-    if question.normalize.combine == "per_model":
-        groups = [[_Item(text, [m]) for text in results[m].items] for m in models]
-    else:
-        groups = [_union([(m, results[m].items) for m in models])]
-    answers = [
-        _to_answer(doc, question, item, [a for m in item.models for a in answers_by_model[m]])
-        for group in groups for item in group
-    ]
-    return answers, audit
-
-
-def _union(lists: list[tuple[str, list[str]]]) -> list[_Item]:
-    """One list over all models, in first-seen order; each item lists the models whose output had it."""
-    merged: dict[str, _Item] = {}
-    for model, items in lists:
-        for text in items:
-            entry = merged.setdefault(item_key(text), _Item(text))
-            if model not in entry.models:
-                entry.models.append(model)
-    return list(merged.values())
-
-
-def item_key(text: str) -> str:
-    """Items that are the same entity written differently share a key ("k-NN"/"k NN", "SVMs"/"SVM")."""
-    words = [w.casefold() for w in re.findall(r"[^\W_]+", text)]
-    if words and len(words[-1]) > 3 and words[-1].endswith("s") and not words[-1].endswith("ss"):
-        words[-1] = words[-1][:-1]
-    return " ".join(words) or text.casefold()
-
-
-def _to_answer(doc: Document, question: QuestionTemplate, item: _Item, sources: list[Answer]) -> Answer:
-    """An Answer for one item: located in the paper (near the extractive answer it came from, if any)."""
-    names = aliases(item.text, doc.text)
-    matched = [a for a in sources if any(ground(name, a.text).grounded for name in names)]
-    grounding = _locate(names, doc, matched)
-    score = max((a.score for a in matched), default=0.0)
-    spans: list[Span] = [s for a in matched for s in a.spans]
-    common = dict(doc_id=doc.id, question_id=question.id, text=item.text, models=list(item.models),
-                  score=score, spans=spans)
-    if not grounding.grounded or grounding.start is None or grounding.end is None:
-        return Answer(stage="ungrounded", **common)
-    return Answer(stage="normalized", start=grounding.start, end=grounding.end,
-                  page=doc.page_at(grounding.start), evidence=doc.sentence_around(grounding.start, grounding.end),
-                  **common)
-
-
-def _locate(names: list[str], doc: Document, matched: list[Answer]) -> Grounding:
-    """Ground the item in the paper, preferring the span of the best extractive answer it came from, so the
-    evidence is where the reader found it ("LDA" located at that snippet's "latent Dirichlet allocation")."""
-    for answer in sorted(matched, key=lambda a: -a.score):
-        if answer.start is None or answer.end is None:
-            continue
-        for name in names:
-            local = ground(name, doc.text[answer.start:answer.end])
-            if local.grounded and local.start is not None and local.end is not None:
-                return Grounding(True, local.how, local.start + answer.start, local.end + answer.start)
-    return ground(names[0], doc.text)

@@ -1,0 +1,1 @@
+"""Developer tools: tiny offline models for tests, and training a small real reader offline."""

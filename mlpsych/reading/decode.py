@@ -1,0 +1,96 @@
+"""SQuAD2 span decoding: one window's start/end logits to scored spans, and spans of all windows ranked together
+with the no-answer option."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    m = x.max()
+    return x - (m + math.log(np.exp(x - m).sum()))
+
+
+@dataclass
+class WindowCandidate:
+    """A span found in one window, before spans of all windows are ranked together."""
+
+    char_start: int
+    char_end: int
+    score: float  # probability as a QA pipeline reports it: p(start) * p(end) within the window
+    null_score: float  # p(no answer) in that window
+    window: int
+
+
+def decode_window(
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    context_mask: np.ndarray,
+    offsets: Sequence[tuple[int, int]],
+    *,
+    n_best: int,
+    max_answer_tokens: int,
+    null_index: int = 0,
+    window: int = 0,
+    pieces: np.ndarray | None = None,
+) -> tuple[list[WindowCandidate], float]:
+    """SQuAD2 decoding of one window: top-n starts x top-n ends, inside the context, end >= start, length-bounded.
+
+    Scores are normalized over the window (context tokens plus the no-answer position), so spans of different
+    windows compare as the paper's pipeline compared them. In a window packed from passages, ``pieces`` gives
+    each position's passage: a span must start and end in the same one (the text between two is not read).
+    Returns the candidates and the window's null score.
+    """
+    allowed = context_mask.astype(bool).copy()
+    allowed[null_index] = True
+    start = np.where(allowed, start_logits, -np.inf)
+    end = np.where(allowed, end_logits, -np.inf)
+    log_start = _log_softmax(start)
+    log_end = _log_softmax(end)
+    null_score = float(math.exp(log_start[null_index] + log_end[null_index]))
+    ctx_idx = np.flatnonzero(context_mask)
+    if ctx_idx.size == 0:
+        return [], null_score
+    k = min(n_best, ctx_idx.size)
+    top_starts = ctx_idx[np.argsort(-log_start[ctx_idx], kind="stable")[:k]]
+    top_ends = ctx_idx[np.argsort(-log_end[ctx_idx], kind="stable")[:k]]
+    candidates = []
+    for s in top_starts:
+        for e in top_ends:
+            if e < s or e - s + 1 > max_answer_tokens or (pieces is not None and pieces[s] != pieces[e]):
+                continue
+            char_start, char_end = offsets[s][0], offsets[e][1]
+            if char_end <= char_start:
+                continue
+            score = float(math.exp(log_start[s] + log_end[e]))
+            candidates.append(WindowCandidate(char_start, char_end, score, null_score, window))
+    return candidates, null_score
+
+
+def rank_candidates(
+    candidates: list[WindowCandidate],
+    null_scores: list[float],
+    *,
+    top_k: int,
+    allow_empty: bool,
+    null_threshold: float = 0.0,
+) -> list[WindowCandidate]:
+    """Spans of all windows ranked together; a span read in two overlapping windows counts once (best score).
+
+    For a question that may have no answer, the no-answer option competes as in SQuAD2: its score is the
+    lowest null score over the windows, and only spans above it (plus ``null_threshold``) are kept.
+    """
+    best: dict[tuple[int, int], WindowCandidate] = {}
+    for c in candidates:
+        key = (c.char_start, c.char_end)
+        if key not in best or c.score > best[key].score:
+            best[key] = c
+    ranked = sorted(best.values(), key=lambda c: (-c.score, c.char_start, c.char_end))
+    if allow_empty and null_scores:
+        floor = min(null_scores) + null_threshold
+        ranked = [c for c in ranked if c.score > floor]
+    return ranked[:top_k]
