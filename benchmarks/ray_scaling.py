@@ -21,8 +21,7 @@ from pathlib import Path
 
 from mlpsych.documents import Document
 from mlpsych.questions import load_question_set
-from mlpsych.settings import ReaderSettings
-from mlpsych.settings import LLMSettings, RunSettings
+from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
 from mlpsych.dev.tiny import build_tiny_models
 
 log = logging.getLogger("ray_scaling")

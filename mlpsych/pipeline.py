@@ -25,6 +25,7 @@ from mlpsych.errors import one_line
 from mlpsych.reading.merge import merge_spans
 from mlpsych.questions import QuestionSet, QuestionTemplate
 from mlpsych.models import ModelLoadError
+from mlpsych.normalize.llm import ListNormalizer
 from mlpsych.progress import ProgressCallback, ProgressEvent
 from mlpsych.reading.reader import Query, Reader
 from mlpsych.retrieval import WindowSelector, plan_for, restrict
@@ -39,7 +40,6 @@ NORMALIZE_CHUNK = 16  # answer lists whose prompts are generated together
 # Papers whose windows are read in shared batches: up to this many, or until they have this many windows to read.
 PAPERS_PER_READ = 8
 WINDOWS_PER_READ = 32
-_Pending = tuple[Document, list[int], dict[int, Query]]  # a paper, its unit indices still to read, their queries
 
 
 @dataclass
@@ -81,6 +81,19 @@ class _Unit:
     doc: Document
     question: QuestionTemplate
     query: Query
+
+
+@dataclass
+class _Pending:
+    """A paper waiting to be read with the current model: its units not in the cache, and every unit's query."""
+
+    doc: Document
+    todo: list[int]  # unit indices still to read
+    queries: dict[int, Query]  # unit index -> the query read for it (restricted by retrieval)
+
+    @property
+    def job(self) -> tuple[Document, list[Query]]:
+        return self.doc, [self.queries[i] for i in self.todo]
 
 
 @dataclass
@@ -127,7 +140,7 @@ class Pipeline:
         # as soon as its stage ends, so encoders and the LLM are never resident together.
         self.keep_loaded = keep_loaded
         self._readers: dict[str, Reader] = {}
-        self._normalizers: dict[str, object] = {}
+        self._normalizers: dict[str, ListNormalizer] = {}
         self._selector: WindowSelector | None = None  # retrieval's scorers, made when a question retrieves
 
     # -- progress ----------------------------------------------------------------------------------------
@@ -237,7 +250,7 @@ class Pipeline:
                         spans[(i, model)] = [self._relabel(Span.from_dict(s), doc, units[i]) for s in cached]
                 cost = sum(self._windows_to_read(reader, doc, queries[i]) for i in todo)
                 if todo:
-                    pending.append((doc, todo, queries))
+                    pending.append(_Pending(doc, todo, queries))
                     waiting += cost
             if len(pending) >= PAPERS_PER_READ or waiting >= WINDOWS_PER_READ:
                 self._read_pending(reader, model, pending, spans, result, label,
@@ -270,10 +283,11 @@ class Pipeline:
             reader.warm_up()  # a ModelLoadError stops the run: finished work is in the cache
             self.model_loads.append(model)
         found = self._read_group(reader, model, pending, result, label)
-        for doc, todo, queries in pending:
+        for paper in pending:
+            doc = paper.doc
             with isolated(result, doc.id, f"caching {label} with {model}"):
-                for j, i in enumerate(todo if doc.id in found else []):
-                    self.cache.put(self._read_key(doc, model, queries[i]),
+                for j, i in enumerate(paper.todo if doc.id in found else []):
+                    self.cache.put(self._read_key(doc, model, paper.queries[i]),
                                    [s.to_dict() for s in found[doc.id][j]], stage="read")
                     spans[(i, model)] = found[doc.id][j]
         pending.clear()
@@ -283,7 +297,7 @@ class Pipeline:
                     result: RunResult, label: str) -> dict[str, dict[int, list[Span]]]:
         """Spans per paper id for a group of papers read together; if that fails, each paper is read alone,
         so one paper's failure does not lose the others."""
-        jobs = [(doc, [queries[i] for i in indices]) for doc, indices, queries in todo]
+        jobs = [paper.job for paper in todo]
         if len(jobs) > 1:
             try:
                 return {doc.id: found for (doc, _), found in zip(jobs, reader.run_many(jobs))}
@@ -361,7 +375,7 @@ class Pipeline:
             else:
                 normalizer.release()
 
-    def _normalize_chunk(self, normalizer, llm: str, chunk: list[_Normalizable], rows: list[Answer],
+    def _normalize_chunk(self, normalizer: ListNormalizer, llm: str, chunk: list[_Normalizable], rows: list[Answer],
                          result: RunResult) -> None:
         """One chunk of answer lists through the LLM; a paper whose prompts, generation or answers fail keeps its
         extractive answers and gets the failure as its status, the others are normalized."""
@@ -382,7 +396,7 @@ class Pipeline:
                 rows.extend(normalized)
 
     @staticmethod
-    def _generate(normalizer, chunk: list[_Normalizable], prompts: dict[int, dict[str, str]],
+    def _generate(normalizer: ListNormalizer, chunk: list[_Normalizable], prompts: dict[int, dict[str, str]],
                   result: RunResult) -> dict[int, dict]:
         """LLM results per chunk index and model, generated together; if that fails, each answer list alone, so
         the failure is the status of the paper that caused it."""

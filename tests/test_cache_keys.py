@@ -9,28 +9,21 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
 from mlpsych.cache import ResultCache, model_fingerprint
-from mlpsych.documents import Document
 from mlpsych.models import DTYPE_ENV, dtype_name, pick_device
 from mlpsych.pipeline import Pipeline
 from mlpsych.questions import QuestionSet, RetrievalSpec, load_question_set
-from mlpsych.settings import ReaderSettings
 from mlpsych.reading.reader import Reader
-from mlpsych.settings import LLMSettings, RunSettings
+from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
+from test_pipeline import docs  # tests/ is on sys.path (rootdir conftest)
 
-PAPER = (
-    "Participants (N = 312) completed an online survey about burnout. "
-    "We used random forests (RF) and support vector machines (SVM) to predict turnover intention. "
-    "Models were fitted with the caret package in R and with scikit-learn in Python. "
-    "Random forests were used to rank the importance of job demands. "
-) * 12
-DOCS = [Document(id="a", text=PAPER), Document(id="b", text=PAPER.replace("burnout", "engagement"))]
+DOCS = docs()  # the pipeline tests' two papers
 READER = ReaderSettings(max_length=128, stride=32, batch_size=8, question_tokens=32)
 Unit = tuple[str, str, str]  # (model, paper, question)
 
@@ -103,7 +96,7 @@ def q2_model_revised(b: Baseline, env: pytest.MonkeyPatch, request) -> tuple[Rea
 
 
 def reader(**changes) -> Callable[..., tuple[ReaderSettings, QuestionSet]]:
-    return lambda b, env, request: (replace(READER, **changes), b.questions)
+    return lambda b, env, request: (READER.model_copy(update=changes), b.questions)
 
 
 def asked(question_id: str, **changes) -> Callable[..., tuple[ReaderSettings, QuestionSet]]:

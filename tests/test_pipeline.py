@@ -9,8 +9,7 @@ from mlpsych.documents import Document
 from mlpsych.normalize.grounding import ground
 from mlpsych.pipeline import Pipeline, question_levels
 from mlpsych.questions import load_question_set
-from mlpsych.settings import ReaderSettings
-from mlpsych.settings import LLMSettings, RunSettings
+from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
 
 PAPER = (
     "Participants (N = 312) completed an online survey about burnout. "

@@ -7,8 +7,7 @@ import argparse
 import pytest
 
 from mlpsych.questions import load_question_set
-from mlpsych.settings import ReaderSettings
-from mlpsych.settings import PRESETS, RunSettings, apply_preset, get_preset, substitute_models
+from mlpsych.settings import PRESETS, ReaderSettings, RunSettings, apply_preset, get_preset, substitute_models
 
 
 def test_fast_preset_reads_each_question_with_one_base_reader_and_turns_retrieval_on():
@@ -65,16 +64,33 @@ def _args(**given) -> argparse.Namespace:
 def test_cli_flags_override_the_preset():
     from mlpsych.cli.run_cmd import settings_from_args
 
-    plain = settings_from_args(_args())
+    questions = load_question_set("mlpsych")
+
+    def settings(**given):
+        return settings_from_args(_args(**given), questions)[1]
+
+    plain = settings()
     assert plain.retrieval.read == "template" and plain.preset is None  # the templates decide (paper's default)
-    fast = settings_from_args(_args(preset="fast"))
+    fast_questions, fast = settings_from_args(_args(preset="fast"), questions)
     assert fast.retrieval == PRESETS["fast"].retrieval and fast.preset == "fast"
-    tuned = settings_from_args(_args(preset="fast", budget=5, retrieval="dense", no_entity_anchor=True))
+    assert (fast_questions, fast) == apply_preset("fast", questions)  # the CLI applies presets as the library does
+    tuned = settings(preset="fast", budget=5, retrieval="dense", no_entity_anchor=True)
     assert (tuned.retrieval.budget, tuned.retrieval.mode, tuned.retrieval.entity_anchor) == (5, "dense", False)
-    assert settings_from_args(_args(preset="fast", read="all")).retrieval.read == "all"
-    assert settings_from_args(_args(read="retrieve")).retrieval.read == "retrieve"
-    with pytest.raises(ValueError, match="--budget 0: read at least 1 window"):
-        settings_from_args(_args(budget=0))
+    assert settings(preset="fast", read="all").retrieval.read == "all"
+    assert settings(read="retrieve").retrieval.read == "retrieve"
+    with pytest.raises(ValueError, match="--budget 0: Input should be greater than or equal to 1"):
+        settings(budget=0)
+    with pytest.raises(ValueError, match="--neighbours 9: "):
+        settings(neighbours=9)
+
+
+def test_cli_takes_every_default_from_the_settings():
+    """A flag left out keeps the settings' default: the reader's batch size stays open (chosen per device)."""
+    from mlpsych.cli.run_cmd import settings_from_args
+
+    assert settings_from_args(_args(), load_question_set("mlpsych"))[1] == RunSettings()
+    given = settings_from_args(_args(batch_size=2, dtype="fp32", no_normalize=True), load_question_set("mlpsych"))[1]
+    assert (given.reader.batch_size, given.reader.dtype, given.llm.enabled) == (2, "fp32", False)
 
 
 def test_cli_offers_every_preset():

@@ -6,7 +6,11 @@ import argparse
 import logging
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from mlpsych.cli import UserError
+from mlpsych.questions import QuestionSet
+from mlpsych.settings import PRESETS, RunSettings, apply_preset
 
 log = logging.getLogger(__name__)
 
@@ -22,27 +26,29 @@ def add_parser(subparsers) -> None:
     p.add_argument("--only", default=None, help="answer only these question ids, e.g. q1,q2 (bridges are added)")
     p.add_argument("--out", type=Path, default=Path("results.xlsx"), help="output .xlsx, .csv or .jsonl")
     p.add_argument("--cache", type=Path, default=None, help="cache folder (default: the per-user cache folder)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
-    p.add_argument("--dtype", default="auto", help="auto, fp32, fp16 or bf16 for the readers")
-    p.add_argument("--batch-size", type=int, default=8, help="windows read at once")
-    p.add_argument("--stride", type=int, default=128, help="tokens shared by neighbouring windows")
-    p.add_argument("--max-length", type=int, default=None, help="window length in tokens (default: model maximum)")
+    defaults = RunSettings()
+    flag = _settings_flag(p, defaults)
+    flag("--device", help="auto, cpu, cuda, cuda:N or mps")
+    flag("--dtype", help="auto, fp32, fp16 or bf16 for the readers ($MLPSYCH_DTYPE sets what auto means)")
+    flag("--batch-size", type=int, help="windows read at once (default: chosen per device and model)")
+    flag("--stride", type=int, help="tokens shared by neighbouring windows")
+    flag("--max-length", type=int, help="window length in tokens (default: the model's maximum)")
     p.add_argument("--no-normalize", action="store_true", help="skip the LLM normalization stage")
-    p.add_argument("--llm", default=None, help="normalization model (Hub id or folder) instead of the template's")
-    p.add_argument("--llm-device", default="auto")
-    p.add_argument("--llm-quantization", choices=["8bit", "4bit"], default=None, help="bitsandbytes loading (CUDA)")
-    p.add_argument("--max-sub-questions", type=int, default=None, help="cap on multi-hop sub-questions per paper")
+    flag("--llm", help="normalization model (Hub id or folder) instead of the template's")
+    flag("--llm-device", help="auto, cpu, cuda, cuda:N or mps for the LLM")
+    flag("--llm-quantization", choices=["8bit", "4bit"], help="bitsandbytes loading (CUDA)")
+    flag("--max-sub-questions", type=int, help="cap on multi-hop sub-questions per paper (default: the template's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--preset", choices=["paper", "fast"], default=None,
-                   help="paper: every window, the templates' models (faithful); fast: retrieval on and one "
-                        "base-size reader per question. Options given explicitly override the preset")
-    p.add_argument("--read", choices=["all", "retrieve"], default=None,
-                   help="all: read every window (the paper's behaviour); retrieve: read only the windows "
-                        "that retrieval ranks best for each question (default: as the templates say)")
-    p.add_argument("--retrieval", choices=["bm25", "dense"], default=None,
-                   help="how windows are scored when retrieving (default: the template's, else bm25)")
-    p.add_argument("--budget", type=int, default=None, help="windows read per question when retrieving")
-    p.add_argument("--neighbours", type=int, default=None, help="also read this many windows beside each chosen one")
+    p.add_argument("--preset", choices=list(PRESETS), default=None,
+                   help="; ".join(f"{name}: {preset.description}" for name, preset in PRESETS.items())
+                        + ". Options given explicitly override the preset")
+    flag("--read", choices=["all", "retrieve"],
+         help="all: read every window (the paper's behaviour); retrieve: read only the windows that retrieval "
+              "ranks best for each question (default: as the templates say)")
+    flag("--retrieval", choices=["bm25", "dense"],
+         help="how windows are scored when retrieving (default: the template's, else bm25)")
+    flag("--budget", type=int, help="windows read per question when retrieving (default: the template's)")
+    flag("--neighbours", type=int, help="also read this many windows beside each chosen one")
     p.add_argument("--no-entity-anchor", action="store_true",
                    help="sub-questions score all windows instead of only those mentioning their entity")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
@@ -55,31 +61,54 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def settings_from_args(args: argparse.Namespace):
-    from mlpsych.settings import ReaderSettings
-    from mlpsych.settings import LLMSettings, RetrievalSettings, RunSettings, get_preset
+# Command-line flag (its argparse dest) -> (section of RunSettings, field). A flag left out keeps the settings'
+# default (or the preset's): the settings objects are the one source of defaults, so the CLI never overrides
+# a choice the library makes per device (the reader's batch size) with a constant of its own.
+SETTING_FLAGS: dict[str, tuple[str | None, str]] = {
+    "device": ("reader", "device"), "dtype": ("reader", "dtype"), "batch_size": ("reader", "batch_size"),
+    "stride": ("reader", "stride"), "max_length": ("reader", "max_length"),
+    "llm": ("llm", "model"), "llm_device": ("llm", "device"), "llm_quantization": ("llm", "quantization"),
+    "read": ("retrieval", "read"), "retrieval": ("retrieval", "mode"), "budget": ("retrieval", "budget"),
+    "neighbours": ("retrieval", "neighbours"), "max_sub_questions": (None, "max_sub_questions"),
+}
 
+
+def _settings_flag(parser: argparse.ArgumentParser, defaults: RunSettings):
+    """``add_argument`` for a flag backed by a settings field: default None (not given), help showing the default."""
+
+    def add(name: str, **kwargs) -> None:
+        section, field = SETTING_FLAGS[name.lstrip("-").replace("-", "_")]
+        default = getattr(getattr(defaults, section) if section else defaults, field)
+        help_text = kwargs.pop("help", "")
+        if default is not None and "default:" not in help_text:
+            help_text += f" (default: {default})"
+        parser.add_argument(name, default=None, help=help_text, **kwargs)
+
+    return add
+
+
+def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tuple[QuestionSet, RunSettings]:
+    """The run's questions and settings: the settings' defaults, the preset applied to both (``apply_preset``),
+    then every flag given explicitly. A value the settings refuse is a ValueError naming the flag."""
     preset = getattr(args, "preset", None)
-    retrieval = get_preset(preset).retrieval if preset else RetrievalSettings()
-    overrides = {"read": getattr(args, "read", None), "mode": getattr(args, "retrieval", None),
-                 "budget": getattr(args, "budget", None), "neighbours": getattr(args, "neighbours", None)}
-    if overrides["budget"] is not None and overrides["budget"] < 1:
-        raise ValueError(f"--budget {overrides['budget']}: read at least 1 window per question")
-    if overrides["neighbours"] is not None and not 0 <= overrides["neighbours"] <= 4:
-        raise ValueError(f"--neighbours {overrides['neighbours']}: use 0 to 4")
+    settings = RunSettings()
+    if preset:
+        questions, settings = apply_preset(preset, questions, settings)
+    data = settings.model_dump()
+    for dest, (section, field) in SETTING_FLAGS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            (data[section] if section else data)[field] = value
+    data["llm"]["enabled"] = not getattr(args, "no_normalize", False)
     if getattr(args, "no_entity_anchor", False):
-        overrides["entity_anchor"] = False
-    retrieval = RetrievalSettings.model_validate(
-        retrieval.model_dump() | {k: v for k, v in overrides.items() if v is not None})
-    return RunSettings(
-        reader=ReaderSettings(stride=args.stride, max_length=args.max_length, batch_size=args.batch_size,
-                              device=args.device, dtype=args.dtype),
-        llm=LLMSettings(enabled=not args.no_normalize, model=args.llm, device=args.llm_device,
-                        quantization=args.llm_quantization),
-        retrieval=retrieval,
-        max_sub_questions=args.max_sub_questions,
-        preset=preset,
-    )
+        data["retrieval"]["entity_anchor"] = False
+    try:
+        return questions, RunSettings.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = first["loc"][-1]
+        dest = next((d for d, (_, f) in SETTING_FLAGS.items() if f == field), str(field))
+        raise ValueError(f"--{dest.replace('_', '-')} {first.get('input')}: {first['msg']}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,13 +134,9 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as error:
         raise UserError(str(error)) from None
     try:
-        settings = settings_from_args(args)
+        questions, settings = settings_from_args(args, questions)
     except ValueError as error:
         raise UserError(str(error).splitlines()[0]) from None
-    if getattr(args, "preset", None):  # the preset's model substitutions (its retrieval is in the settings)
-        from mlpsych.settings import get_preset, substitute_models
-
-        questions = substitute_models(questions, get_preset(args.preset).model_substitutions)
     try:
         result = engine.run(questions, settings, documents, args.cache, progress=not args.no_progress)
     except ModelLoadError as error:

@@ -15,8 +15,7 @@ from mlpsych.engines.ray_engine import RayEngine, RecordingCache, Worker, worker
 from mlpsych.models import ModelLoadError
 from mlpsych.pipeline import RunResult
 from mlpsych.questions import load_question_set
-from mlpsych.settings import ReaderSettings
-from mlpsych.settings import LLMSettings, RunSettings
+from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
 
 from .conftest import write_questions
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from mlpsych.evaluation import evaluate as ev
-from mlpsych.cli import UserError
-from mlpsych.cli import eval_cmd
+from mlpsych.cli import UserError, eval_cmd
 from mlpsych.evaluation.metrics import normalize_answer
 
 TEXTS = {

@@ -55,8 +55,7 @@ def reference(papers: Path, fast_questions: Path, tmp_path_factory: pytest.TempP
 
 def run_settings():
     """The settings RUN_OPTIONS give on the command line."""
-    from mlpsych.settings import ReaderSettings
-    from mlpsych.settings import LLMSettings, RunSettings
+    from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
 
     return RunSettings(reader=ReaderSettings(max_length=192, stride=48), llm=LLMSettings(enabled=False),
                        max_sub_questions=2)

@@ -19,8 +19,7 @@ from mlpsych.documents import Document
 from mlpsych.dev.synth import image_only_pdf
 from mlpsych.pipeline import Pipeline
 from mlpsych.questions import NormalizeSpec, QuestionSet, QuestionTemplate
-from mlpsych.settings import ReaderSettings
-from mlpsych.settings import LLMSettings, RunSettings
+from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
 
 PACKAGE = Path(__file__).resolve().parents[2] / "mlpsych"
 GOOD = ("Nurses (N = 312) wrote short essays about their work. We trained random forests in R with the caret "

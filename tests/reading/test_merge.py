@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from mlpsych.answers import Span
 from mlpsych.documents import Document
-from mlpsych.reading.merge import combine
-from mlpsych.reading.merge import merge_spans, trim
+from mlpsych.reading.merge import combine, merge_spans, trim
 
 TEXT = (
     "We trained random forests (RF) and support vector machines. "
