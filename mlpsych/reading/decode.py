@@ -9,6 +9,11 @@ from typing import Sequence
 
 import numpy as np
 
+# An answer is bounded in characters too: a tokenizer reads a run of text it cannot split (a 1 MB "word" from a
+# broken PDF, a base64 blob) as one [UNK] token, which would make a one-token answer of the whole run. Real words
+# are far shorter than this per token.
+MAX_CHARS_PER_TOKEN = 40
+
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
     m = x.max()
@@ -64,7 +69,7 @@ def decode_window(
             if e < s or e - s + 1 > max_answer_tokens or (pieces is not None and pieces[s] != pieces[e]):
                 continue
             char_start, char_end = offsets[s][0], offsets[e][1]
-            if char_end <= char_start:
+            if char_end <= char_start or char_end - char_start > max_answer_tokens * MAX_CHARS_PER_TOKEN:
                 continue
             score = float(math.exp(log_start[s] + log_end[e]))
             candidates.append(WindowCandidate(char_start, char_end, score, null_score, window))

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from mlpsych.reading.decode import MAX_CHARS_PER_TOKEN, WindowCandidate, decode_window, rank_candidates
 from mlpsych.reading.windows import make_windows, pack_passages
-from mlpsych.reading.decode import WindowCandidate, decode_window, rank_candidates
 
 NEG = -20.0
 
@@ -53,6 +53,17 @@ def test_end_before_start_and_max_length_rejected():
     assert (12, 2) not in spans  # end before start
     assert (0, 14) not in spans  # 5 tokens > max 3
     assert spans == {(12, 14), (0, 2)}
+
+
+def test_a_token_that_covers_a_huge_run_of_text_is_no_answer():
+    """One [UNK] token standing for a 1 MB word without spaces would make a one-token answer of all of it."""
+    offsets = OFFSETS[:4] + [(0, 2), (3, 1_000_003), (1_000_004, 1_000_006), (1_000_007, 1_000_009),
+                             (1_000_010, 1_000_012)] + [(0, 0)]
+    start = _logits(10, {5: 10.0, 6: 8.0})
+    end = _logits(10, {5: 10.0, 6: 8.0})
+    found, _ = decode_window(start, end, CONTEXT, offsets, n_best=3, max_answer_tokens=30)
+    assert found and all(c.char_end - c.char_start <= 30 * MAX_CHARS_PER_TOKEN for c in found)
+    assert (1_000_004, 1_000_006) in {(c.char_start, c.char_end) for c in found}  # the next token is still an answer
 
 
 def test_null_answer_wins_for_may_be_empty_questions():
