@@ -274,19 +274,6 @@ def save_question(entry: dict[str, Any], path: Path, *, set_name: str | None = N
     return load_questions(path)
 
 
-def remove_question(question_id: str, path: Path) -> QuestionSet | None:
-    """Drop a question from a saved template; the file is deleted when it was the last one."""
-    current = load_questions(path)
-    rest = [q for q in current.questions if q.id != question_id]
-    if not rest:
-        path.unlink()
-        return None
-    checked = _validated({"name": current.name, "description": current.description,
-                          "questions": [q.model_dump() for q in rest]}, str(path))
-    dump_question_set(checked, path)
-    return load_questions(path)
-
-
 def check_template_text(text: str, source: str = "template") -> QuestionSet:
     """Validate YAML typed in the page exactly as a file would be: the loader's message on any problem."""
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,7 +7,8 @@ from mlpsych.settings import LLMSettings
 
 
 class CachedNormalizer:
-    """Same ``run``/``release`` interface as ``Normalizer``; outputs cached per prompt and everything else that shapes
+    """A :class:`~mlpsych.normalize.llm.ListNormalizer`: the LLM behind the result cache. Outputs are cached per
+    prompt and everything else that shapes
     them: the model and its revision (its chat template included), the dtype it runs in here, quantization and
     max_new_tokens (generation is greedy; batch size changes nothing beyond float noise)."""
 
@@ -15,8 +16,6 @@ class CachedNormalizer:
         from mlpsych.normalize.llm import Normalizer
 
         self.model = model
-        self.model_name = model
-        self.max_input_items = settings.max_input_items
         self.settings = settings
         self.cache = cache
         # Loaded only when some prompt's output is not cached; made now because the cache key needs its dtype.

@@ -131,9 +131,6 @@ def test_save_question_adds_replaces_and_reloads(tmp_path):
     assert third.get("n").text == "How many people took part?" and third.get("n").models == ["m2"]
     again = load_question_set(path)  # the project's loader reads what the app wrote
     assert [q.id for q in again.questions] == ["c", "n"] and again.get("c").experimental
-    assert logic.remove_question("c", path) is not None
-    assert [q.id for q in load_question_set(path).questions] == ["n"]
-    assert logic.remove_question("n", path) is None and not path.exists()
 
 
 def test_a_follow_up_saves_with_its_earlier_question(tmp_path):
