@@ -41,11 +41,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mlpsych.ingest import CleaningOptions, load_documents  # noqa: E402
-from mlpsych.dev.synth import SynthPaper, add_citations, fake_reference, paragraphs_from_text  # noqa: E402
-from mlpsych.ingest.tika import find_tika_jar  # noqa: E402
-
 from pdf_toolchains import TOOLCHAINS, missing_tool  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+
+from mlpsych.dev.synth import SynthPaper, add_citations, fake_reference, paragraphs_from_text  # noqa: E402
+from mlpsych.ingest import CleaningOptions, load_documents  # noqa: E402
+from mlpsych.ingest.tika import find_tika_jar  # noqa: E402
 
 TEI = "{http://www.tei-c.org/ns/1.0}"
 

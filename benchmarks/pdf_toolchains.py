@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mlpsych.ingest.pdf import page_count  # noqa: E402
 from mlpsych.dev.synth import RenderInfo, SynthPaper, render_pdf  # noqa: E402
+from mlpsych.ingest.pdf import page_count  # noqa: E402
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from mlpsych.dev.tiny import build_tiny_models
 from mlpsych.documents import Document
 from mlpsych.questions import load_question_set
 from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
-from mlpsych.dev.tiny import build_tiny_models
 
 log = logging.getLogger("ray_scaling")
 

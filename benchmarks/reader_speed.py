@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from mlpsych.documents import Document
-from mlpsych.settings import ReaderSettings
 from mlpsych.reading.reader import Query, Reader
+from mlpsych.settings import ReaderSettings
 
 QUESTION = "What machine learning or natural language processing techniques were used?"
 

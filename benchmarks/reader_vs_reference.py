@@ -144,9 +144,9 @@ def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, th
     import torch
 
     from mlpsych.documents import Document
-    from mlpsych.settings import ReaderSettings
     from mlpsych.reading.reader import Query, Reader
     from mlpsych.retrieval import Plan, WindowSelector
+    from mlpsych.settings import ReaderSettings
 
     torch.set_num_threads(threads)
     room = {} if question_tokens is None else {"question_tokens": question_tokens}

@@ -33,10 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mlpsych.documents import Document  # noqa: E402
 from mlpsych.multihop import entities_to_ask  # noqa: E402
 from mlpsych.questions import load_question_set  # noqa: E402
-from mlpsych.settings import ReaderSettings
 from mlpsych.reading.reader import Query, Reader  # noqa: E402
 from mlpsych.retrieval import Plan, WindowSelector, restrict  # noqa: E402
-from mlpsych.settings import RetrievalSettings  # noqa: E402
+from mlpsych.settings import (
+    ReaderSettings,
+    RetrievalSettings,  # noqa: E402
+)
 
 
 def load_data(folder: Path) -> tuple[dict[str, str], dict]:

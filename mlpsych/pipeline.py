@@ -20,13 +20,12 @@ from mlpsych import __version__
 from mlpsych.answers import Answer, Span
 from mlpsych.cache import ResultCache, make_key, model_fingerprint
 from mlpsych.documents import Document
-from mlpsych.reading.merge import combine
 from mlpsych.errors import one_line
-from mlpsych.reading.merge import merge_spans
-from mlpsych.questions import QuestionSet, QuestionTemplate
 from mlpsych.models import ModelLoadError
 from mlpsych.normalize.llm import ListNormalizer
 from mlpsych.progress import ProgressCallback, ProgressEvent
+from mlpsych.questions import QuestionSet, QuestionTemplate
+from mlpsych.reading.merge import combine, merge_spans
 from mlpsych.reading.reader import Query, Reader
 from mlpsych.retrieval import WindowSelector, plan_for, restrict
 from mlpsych.settings import RunSettings

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from test_pipeline import docs  # tests/ is on sys.path (rootdir conftest)
 
 from mlpsych.cache import ResultCache, model_fingerprint
 from mlpsych.models import DTYPE_ENV, dtype_name, pick_device
@@ -21,7 +22,6 @@ from mlpsych.pipeline import Pipeline
 from mlpsych.questions import QuestionSet, RetrievalSpec, load_question_set
 from mlpsych.reading.reader import Reader
 from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
-from test_pipeline import docs  # tests/ is on sys.path (rootdir conftest)
 
 DOCS = docs()  # the pipeline tests' two papers
 READER = ReaderSettings(max_length=128, stride=32, batch_size=8, question_tokens=32)

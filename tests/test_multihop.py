@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from normalize.helpers import normalize_answers
 
 from mlpsych.answers import Answer
 from mlpsych.documents import Document
 from mlpsych.multihop import bridge_entities, entities_to_ask, sub_questions
-from mlpsych.normalize.llm import NormalizeResult, Normalizer
+from mlpsych.normalize.llm import Normalizer, NormalizeResult
 from mlpsych.questions import NormalizeSpec, QuestionTemplate, RetrievalSpec, load_question_set
-from normalize.helpers import normalize_answers
 
 Q4 = QuestionTemplate(id="q4", text="What was __PLACEHOLDER__ used for?", kind="phrase", models=["m"],
                       bridge_from="q1", max_sub_questions=3)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mlpsych.questions import library_dir, load_question_set, load_question_sets
 from mlpsych.dev.tiny import HUB_TO_FAMILY
+from mlpsych.questions import library_dir, load_question_set, load_question_sets
 
 FILES = sorted(p for p in library_dir().iterdir() if p.suffix in (".yaml", ".yml", ".json"))
 

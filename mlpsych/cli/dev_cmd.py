@@ -51,10 +51,7 @@ def add_parser(subparsers) -> None:
 
 
 def run_tiny_models(args: argparse.Namespace) -> int:
-    try:
-        from mlpsych.dev.tiny import build_tiny_models, write_tiny_question_file
-    except ImportError:
-        from mlpsych.dev.tiny import build_tiny_models, write_tiny_question_file
+    from mlpsych.dev.tiny import build_tiny_models, write_tiny_question_file
 
     models = build_tiny_models(args.out_dir)
     questions = write_tiny_question_file(args.out_dir, models)

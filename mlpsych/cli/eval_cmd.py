@@ -80,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
 def _similarity(args: argparse.Namespace, gold, rows):
     from mlpsych.embeddings import Embedder
     from mlpsych.evaluation.evaluate import embedding_similarity
-
     from mlpsych.models import ModelLoadError
 
     embedder = Embedder(args.embedder, device=args.device, instruction=args.instruction, progress=True)

@@ -112,10 +112,10 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlpsych.export import WRITERS, write_result
     from mlpsych.cli.ingest_cmd import ingest_from_args
-    from mlpsych.models import ModelLoadError
     from mlpsych.engines import EngineError, get_engine
+    from mlpsych.export import WRITERS, write_result
+    from mlpsych.models import ModelLoadError
     from mlpsych.questions import QuestionFileError, load_question_sets
 
     if args.out.suffix.lower() not in WRITERS:

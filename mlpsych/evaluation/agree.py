@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections import defaultdict
 import math
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence

@@ -54,7 +54,7 @@ PRED_COLUMNS = ("paper_id", "source_file", "question_id", "question", "answer", 
 
 def load_texts(path: str | Path) -> dict[str, str]:
     """MLPsych ``text.json``: a JSON string holding JSON ``{paper_id: text}`` (a plain object is accepted too)."""
-    from mlpsych.ingest.base import IngestError
+    from mlpsych.errors import IngestError
     from mlpsych.ingest.formats import read_text_json
 
     path = Path(path)

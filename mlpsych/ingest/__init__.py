@@ -19,9 +19,9 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mlpsych.documents import Document
-from mlpsych.errors import one_line
+from mlpsych.errors import IngestError, one_line
 from mlpsych.ingest import tika
-from mlpsych.ingest.base import Extraction, IngestError, lines_from_text
+from mlpsych.ingest.base import Extraction, lines_from_text
 from mlpsych.ingest.clean import CleaningOptions, clean_pages
 from mlpsych.ingest.formats import (
     SUPPORTED_SUFFIXES,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mlpsych.documents import Document
-from mlpsych.ingest.base import IngestError
+from mlpsych.errors import IngestError
 from mlpsych.ingest.textnorm import TextReport, normalize_json, normalize_text, normalize_with_pages
 
 log = logging.getLogger(__name__)

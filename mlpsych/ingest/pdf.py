@@ -16,7 +16,8 @@ from pathlib import Path
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from mlpsych.ingest.base import Extraction, IngestError, Line
+from mlpsych.errors import IngestError
+from mlpsych.ingest.base import Extraction, Line
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from mlpsych.ingest.base import Extraction, IngestError, Line
+from mlpsych.errors import IngestError
+from mlpsych.ingest.base import Extraction, Line
 from mlpsych.ingest.pdf import ENCRYPTED, NO_TEXT_LAYER
 
 log = logging.getLogger(__name__)

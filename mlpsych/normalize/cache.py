@@ -8,9 +8,9 @@ from mlpsych.settings import LLMSettings
 
 class CachedNormalizer:
     """A :class:`~mlpsych.normalize.llm.ListNormalizer`: the LLM behind the result cache. Outputs are cached per
-    prompt and everything else that shapes
-    them: the model and its revision (its chat template included), the dtype it runs in here, quantization and
-    max_new_tokens (generation is greedy; batch size changes nothing beyond float noise)."""
+    prompt and everything else that shapes them: the model and its revision (its chat template included), the
+    dtype it runs in here, quantization and max_new_tokens (generation is greedy; batch size changes nothing
+    beyond float noise)."""
 
     def __init__(self, model: str, settings: LLMSettings, cache: ResultCache) -> None:
         from mlpsych.normalize.llm import Normalizer

@@ -31,8 +31,8 @@ import numpy as np
 
 from mlpsych.documents import Document, sentence_spans
 from mlpsych.questions import RetrievalSpec
-from mlpsych.reading.windows import Window
 from mlpsych.reading.reader import Query, Reader
+from mlpsych.reading.windows import Window
 from mlpsych.retrieval.signals import TERM_SIGNALS, diverse_order, reciprocal_rank_fusion, signal_scores, window_terms
 from mlpsych.settings import RetrievalSettings
 

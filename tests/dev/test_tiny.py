@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForQuestionAnswering, AutoTokenizer
 
-from mlpsych.questions import load_question_set
 from mlpsych.dev.tiny import FAMILIES, QA_FAMILIES, build_tiny_model, build_tiny_models, corpus
+from mlpsych.questions import load_question_set
 
 QUESTION = "What software was used?"
 CONTEXT = "We trained a random forest in scikit-learn (Python 3.11) on N = 312 participants; \u03b7\u00b2 = .12."

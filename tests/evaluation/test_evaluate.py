@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mlpsych.evaluation import evaluate as ev
 from mlpsych.cli import UserError, eval_cmd
+from mlpsych.evaluation import evaluate as ev
 from mlpsych.evaluation.metrics import normalize_answer
 
 TEXTS = {

@@ -15,8 +15,8 @@ from openpyxl import load_workbook
 
 from mlpsych.cache import ResultCache
 from mlpsych.cli import main
-from mlpsych.documents import Document
 from mlpsych.dev.synth import image_only_pdf
+from mlpsych.documents import Document
 from mlpsych.pipeline import Pipeline
 from mlpsych.questions import NormalizeSpec, QuestionSet, QuestionTemplate
 from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings

@@ -19,9 +19,9 @@ import pytest
 from openpyxl import load_workbook
 
 from mlpsych.cli import main
+from mlpsych.dev.synth import MATH_FONT, math_italic_paper, render_pdf
 from mlpsych.documents import Document
 from mlpsych.ingest import load_documents, tika
-from mlpsych.dev.synth import MATH_FONT, math_italic_paper, render_pdf
 from mlpsych.ingest.textnorm import normalize_text
 
 from .conftest import RUN_OPTIONS

@@ -7,10 +7,10 @@ import tracemalloc
 import pytest
 
 import mlpsych.reading.reader as reader_module
-from mlpsych.documents import Document
-from mlpsych.settings import ReaderSettings
-from mlpsych.reading.reader import Query, Reader
 from mlpsych.dev.tiny import corpus
+from mlpsych.documents import Document
+from mlpsych.reading.reader import Query, Reader
+from mlpsych.settings import ReaderSettings
 
 QUERIES = [Query("q1", "What methods were used?", top_k=5, max_answer_tokens=20),
            Query("q2", "What software was used?", top_k=3, max_answer_tokens=10, allow_empty=True)]

@@ -15,9 +15,8 @@ from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
 from mlpsych.pipeline import Pipeline
 from mlpsych.questions import QuestionSet, QuestionTemplate
-from mlpsych.settings import ReaderSettings
 from mlpsych.reading.reader import Query, Reader
-from mlpsych.settings import LLMSettings, RunSettings
+from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
 
 TEXT = ("We trained random forests and support vector machines on essays written by 312 participants. "
         "Models were fitted with scikit-learn in Python and with the caret package in R. ") * 10

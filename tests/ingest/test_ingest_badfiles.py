@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mlpsych.ingest import load_documents
 from mlpsych.dev.synth import SynthPaper, image_only_pdf, render_pdf
+from mlpsych.ingest import load_documents
 
 GOOD_TEXT = "A short paper. We used random forests to predict well-being in adolescents."
 

@@ -10,10 +10,10 @@ import pytest
 
 from mlpsych.cli import UserError
 from mlpsych.cli.ingest_cmd import add_ingest_options, ingest_from_args, run
+from mlpsych.dev.synth import SynthPaper, render_pdf
 from mlpsych.documents import Document
 from mlpsych.ingest import load_documents
 from mlpsych.ingest.formats import sanitize_id
-from mlpsych.dev.synth import SynthPaper, render_pdf
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mlpsych.ingest import load_documents, resolve_backend
 from mlpsych.dev.synth import SynthPaper, render_pdf
+from mlpsych.ingest import load_documents, resolve_backend
 
 from .conftest import paper, tika_jar
 from .test_ingest_badfiles import image_only_pdf

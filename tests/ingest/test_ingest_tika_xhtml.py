@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlpsych.ingest.base import IngestError
+from mlpsych.errors import IngestError
 from mlpsych.ingest.clean import CleaningOptions, clean_pages
 from mlpsych.ingest.tika import _extraction_from, parse_xhtml
 

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from mlpsych.answers import Answer, Span
-from mlpsych.documents import Document
-from mlpsych.normalize.grounding import ground
-from mlpsych.errors import NormalizerUnavailable
-from mlpsych.normalize.llm import HOW_TO_ENABLE, NormalizeResult, Normalizer
-from mlpsych.normalize.answers import build_prompt, choose_model, item_key
-from mlpsych.models import load_failure_reason
-from mlpsych.questions import NormalizeSpec, QuestionTemplate
 from mlpsych.dev.tiny import build_tiny_models, corpus
+from mlpsych.documents import Document
+from mlpsych.errors import NormalizerUnavailable
+from mlpsych.models import load_failure_reason
+from mlpsych.normalize.answers import build_prompt, choose_model, item_key
+from mlpsych.normalize.grounding import ground
+from mlpsych.normalize.llm import HOW_TO_ENABLE, Normalizer, NormalizeResult
+from mlpsych.questions import NormalizeSpec, QuestionTemplate
 from normalize.helpers import normalize_answers
 
 PAGE1 = "We trained support vector machines (SVM) to predict loneliness. "

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mlpsych.documents import Document
-from mlpsych.settings import ReaderSettings
 from mlpsych.reading.reader import Query, Reader
+from mlpsych.settings import ReaderSettings
 
 TEXT = " ".join(
     f"In study {i}, participants (N = {100 + i}) were classified with random forests and support vector machines; "

@@ -8,10 +8,9 @@ from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
 from mlpsych.pipeline import Pipeline
 from mlpsych.questions import QuestionSet, RetrievalSpec
-from mlpsych.settings import ReaderSettings
 from mlpsych.reading.windows import Window
 from mlpsych.retrieval import Plan, WindowSelector, bm25_scores, entity_windows, plan_for
-from mlpsych.settings import LLMSettings, RetrievalSettings, RunSettings
+from mlpsych.settings import LLMSettings, ReaderSettings, RetrievalSettings, RunSettings
 
 PARAGRAPHS = [
     "Participants (N = 240) were undergraduate students who completed questionnaires about loneliness.",
@@ -179,8 +178,7 @@ def test_retrieval_terms_steer_a_vague_question():
 # -- pattern signals beside BM25 -----------------------------------------------------------------------
 
 from mlpsych.questions import load_question_set  # noqa: E402
-from mlpsych.retrieval.signals import (  # noqa: E402
-    diverse_order, reciprocal_rank_fusion, signal_scores, window_terms)
+from mlpsych.retrieval.signals import diverse_order, reciprocal_rank_fusion, signal_scores, window_terms  # noqa: E402
 from mlpsych.settings import PRESETS  # noqa: E402
 
 
