@@ -117,7 +117,7 @@ def test_sub_questions_are_exactly_the_grounded_bridge_entities(tiny_questions, 
 
     import torch
 
-    import mlpsych.normalize as normalize
+    import mlpsych.normalize.llm as normalize
 
     qa_alive = []
 
