@@ -59,7 +59,9 @@ def pick_dtype(requested: str, device: str):
     precision where the device runs it faster: bf16 on GPUs that support it, else fp16; on a CPU bf16 with native
     bf16 instructions, else fp32. On a CPU with AVX512-BF16 bf16 read windows faster at every model size measured,
     MiniLM-L6 1.5x, base 2.7x-4.2x, large 1.3x-2.4x (benchmarks/README.md, reader_speed: figures per size and
-    machine), so there is no rule per size. It changes answers; whether for the worse is not measured yet."""
+    machine), so there is no rule per size. With a small real reader on the 34 MLPsych development papers it changed
+    16 of 88 answer sets and left the scores within noise (benchmarks/README.md, dtype_answers); ``fp32`` reproduces
+    answers exactly across machines."""
     import torch
 
     names = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,

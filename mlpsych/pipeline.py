@@ -526,6 +526,8 @@ class Pipeline:
             "questions": self.questions.source,
             "models": sorted({m for q in self.questions.questions for m in q.models}),
             "settings": self.settings.describe(),
+            # "auto" differs between machines (bf16 where the CPU has it): what the readers ran in, to reproduce
+            "reader_dtype": self.settings.reader.cache_fields()["dtype"],
             "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
             "seconds": round(time.time() - started, 2),
             "cache": str(self.cache.path),

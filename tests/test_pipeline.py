@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mlpsych.cache import ResultCache
+from mlpsych.models import dtype_name
 from mlpsych.documents import Document
 from mlpsych.normalize.grounding import ground
 from mlpsych.pipeline import Pipeline, question_levels
@@ -40,6 +41,7 @@ def test_run_then_rerun_reads_nothing(tiny_questions, tmp_path):
     first = Pipeline(qs, settings(), ResultCache(tmp_path / "cache"), progress=False)
     result = first.run(docs())
     assert first.windows_read > 0
+    assert result.info["reader_dtype"] == dtype_name("auto")  # the run sheet says what "auto" was here
     finals = [a for a in result.answers if a.final]
     assert {"q1", "q3", "q4"} <= {a.question_id for a in finals}  # q2 may be empty
     texts = {d.id: d.text for d in docs()}

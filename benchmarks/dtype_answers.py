@@ -1,0 +1,99 @@
+"""What bf16 on a CPU changes in the answers of a real reader, against fp32: same papers, same reader, two dtypes.
+
+    python benchmarks/dtype_answers.py --data ../shared/mlpsych --reader READER_FOLDER [--questions q1,q2,q3]
+
+READER_FOLDER is a trained SQuAD2 reader (e.g. the output of `mlpsych dev train-reader`). Every template model of
+the questions is replaced by it, every window of every development paper is read (the `paper` preset's full read),
+the LLM stage is off, and each dtype runs with its own empty cache, one after the other, timed. Printed: per
+question, the scores (F1, EM, Mentions as the paper computes them, and the precision-aware micro F1; `mlpsych eval`'s rules) in each dtype, how many paper-question
+answer sets differ between the two, and the seconds of each run (one run each: these machines are noisy, so the
+ratio of the two is the figure to read; each dtype first reads one paper untimed, since a process's first run pays
+for torch's kernel set-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mlpsych.cache import ResultCache  # noqa: E402
+from mlpsych.documents import Document  # noqa: E402
+from mlpsych.evaluation import evaluate as ev  # noqa: E402
+from mlpsych.export import answer_rows  # noqa: E402
+from mlpsych.pipeline import Pipeline  # noqa: E402
+from mlpsych.questions import load_question_set  # noqa: E402
+from mlpsych.settings import LLMSettings, ReaderSettings, RetrievalSettings, RunSettings, substitute_models  # noqa: E402
+
+METRICS = ("F1", "EMat", "Ment", "mF1")  # paper-style F1, EM and Mentions; MultiSpanQA-style micro F1
+
+
+def run_dtype(dtype: str, reader: str, questions, docs: list[Document], max_length: int) -> tuple[list[dict], float]:
+    """Export rows of one full read in ``dtype`` (a fresh cache) and its seconds."""
+    settings = RunSettings(reader=ReaderSettings(dtype=dtype, device="cpu", max_length=max_length),
+                           llm=LLMSettings(enabled=False), retrieval=RetrievalSettings(read="all"))
+    with tempfile.TemporaryDirectory() as cache_dir:
+        cache = ResultCache(cache_dir)
+        started = time.perf_counter()
+        result = Pipeline(questions, settings, cache, progress=True).run(docs)
+        seconds = time.perf_counter() - started
+        cache.close()
+    return answer_rows(result, final_only=True), seconds
+
+
+def answer_sets(rows: list[dict]) -> dict[tuple[str, str], frozenset[str]]:
+    sets: dict[tuple[str, str], set[str]] = {}
+    for row in rows:
+        sets.setdefault((row["paper_id"], row["question_id"]), set()).add(row["answer"])
+    return {key: frozenset(texts) for key, texts in sets.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
+    parser.add_argument("--reader", required=True, help="a trained reader folder standing in for every template model")
+    parser.add_argument("--questions", default="q1,q2,q3")
+    parser.add_argument("--papers", type=int, default=None, help="only the first N development papers")
+    parser.add_argument("--max-length", type=int, default=384, help="window length (the pipeline's max_seq_len)")
+    parser.add_argument("--dtypes", default="fp32,bf16")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+
+    texts = ev.load_texts(args.data / "text.json")
+    gold = ev.gold_from_dict(json.loads((args.data / "answers_dev.json").read_text(encoding="utf-8")))
+    ids = list(gold["q1"])[: args.papers]
+    docs = [Document(id=i, text=texts[i]) for i in ids]
+    wanted = [q for q in args.questions.split(",") if q]
+    library = load_question_set("mlpsych").select(wanted)
+    questions = substitute_models(library, {m: args.reader for q in library.questions for m in q.models})
+    gold = {q: {p: answers for p, answers in gold.get(q, {}).items() if p in ids} for q in wanted}
+
+    runs = {}
+    for dtype in args.dtypes.split(","):  # untimed warm-up: a process's first run pays for torch's kernel set-up
+        run_dtype(dtype, args.reader, questions, docs[:1], args.max_length)
+    for dtype in args.dtypes.split(","):
+        rows, seconds = run_dtype(dtype, args.reader, questions, docs, args.max_length)
+        table = ev.evaluate(gold, rows, questions=wanted, texts={d.id: d.text for d in docs})
+        runs[dtype] = (rows, seconds, {row.question: row.metrics for row in table})  # one reader: one row each
+    names = list(runs)
+    print(f"{len(docs)} papers, reader {Path(args.reader).name}, windows of {args.max_length} tokens, LLM off")
+    print("| q | " + " | ".join(f"{d} {m}" for d in names for m in METRICS) + " | answer sets that differ |")
+    print("|---|" + "---|" * (len(names) * len(METRICS) + 1))
+    sets = {d: answer_sets(runs[d][0]) for d in names}
+    for q in wanted:
+        keys = {k for d in names for k in sets[d] if k[1] == q}
+        differ = sum(1 for k in keys if len({sets[d].get(k, frozenset()) for d in names}) > 1)
+        scores = " | ".join(f"{runs[d][2].get(q, {}).get(m, float('nan')):.3f}" for d in names for m in METRICS)
+        print(f"| {q} | {scores} | {differ} of {len(keys)} |")
+    print("seconds: " + ", ".join(f"{d} {runs[d][1]:.0f}" for d in names)
+          + (f"; {names[1]} / {names[0]} = {runs[names[1]][1] / runs[names[0]][1]:.2f}" if len(names) == 2 else ""))
+
+
+if __name__ == "__main__":
+    main()
