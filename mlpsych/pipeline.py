@@ -20,7 +20,7 @@ from mlpsych import __version__
 from mlpsych.answers import Answer, Span
 from mlpsych.cache import ResultCache, make_key, model_fingerprint
 from mlpsych.documents import Document
-from mlpsych.errors import one_line
+from mlpsych.errors import NormalizerUnavailable, one_line
 from mlpsych.models import ModelLoadError
 from mlpsych.normalize.llm import ListNormalizer
 from mlpsych.progress import ProgressCallback, ProgressEvent
@@ -63,11 +63,12 @@ class RunResult:
 def isolated(result: RunResult, doc_id: str, stage: str) -> Iterator[None]:
     """Run one paper's share of a stage; an exception becomes that paper's status instead of ending the run.
 
-    A model that cannot be loaded concerns every paper and still stops the run (finished work is cached).
+    A model that cannot be loaded concerns every paper and still stops the run (finished work is cached); an LLM
+    that cannot be used concerns every paper too and ends the normalization stage (extractive answers stay).
     """
     try:
         yield
-    except ModelLoadError:
+    except (ModelLoadError, NormalizerUnavailable):
         raise
     except Exception as error:  # noqa: BLE001 - one paper's failure must not lose the others
         result.fail(doc_id, stage, error)
@@ -343,7 +344,6 @@ class Pipeline:
         wanted = [item for item in level_units if item.unit.question.normalize and self.settings.llm.enabled]
         if not wanted:
             return
-        from mlpsych.errors import NormalizerUnavailable
         from mlpsych.normalize.answers import choose_model
         from mlpsych.normalize.cache import CachedNormalizer
 
@@ -399,8 +399,6 @@ class Pipeline:
                   result: RunResult) -> dict[int, dict]:
         """LLM results per chunk index and model, generated together; if that fails, each answer list alone, so
         the failure is the status of the paper that caused it."""
-        from mlpsych.errors import NormalizerUnavailable
-
         def generate(indices: list[int]) -> dict[int, dict]:
             flat = [(i, model, text) for i in indices for model, text in prompts[i].items()]
             outputs = normalizer.run([text for _, _, text in flat])
@@ -409,24 +407,17 @@ class Pipeline:
                 found[i][model] = output
             return found
 
-        try:
-            return generate(list(prompts))
-        except NormalizerUnavailable:
-            raise
-        except Exception as error:  # noqa: BLE001 - retried one answer list at a time below
-            if len(prompts) == 1:
-                (i,) = prompts
-                result.fail(chunk[i].unit.doc.id, f"normalizing {chunk[i].unit.question.id}", error)
-                return {}
-            log.debug("generating a chunk of %d answer lists failed (%s); one at a time", len(prompts), error)
-        found: dict[int, dict] = {}
-        for i in prompts:
+        if len(prompts) > 1:
             try:
-                found.update(generate([i]))
+                return generate(list(prompts))
             except NormalizerUnavailable:
                 raise
-            except Exception as error:  # noqa: BLE001 - this paper keeps its extractive answers
-                result.fail(chunk[i].unit.doc.id, f"normalizing {chunk[i].unit.question.id}", error)
+            except Exception as error:  # noqa: BLE001 - retried one answer list at a time below
+                log.debug("generating a chunk of %d answer lists failed (%s); one at a time", len(prompts), error)
+        found: dict[int, dict] = {}
+        for i in prompts:  # a paper whose generation fails keeps its extractive answers
+            with isolated(result, chunk[i].unit.doc.id, f"normalizing {chunk[i].unit.question.id}"):
+                found.update(generate([i]))
         return found
 
     @staticmethod

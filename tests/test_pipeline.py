@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mlpsych.cache import ResultCache
-from mlpsych.models import dtype_name
 from mlpsych.documents import Document
+from mlpsych.models import dtype_name
 from mlpsych.normalize.grounding import ground
 from mlpsych.pipeline import Pipeline, question_levels
 from mlpsych.questions import load_question_set
