@@ -18,6 +18,8 @@ from typing import Any
 
 from platformdirs import user_cache_dir
 
+from mlpsych.hub import cached_config
+
 log = logging.getLogger(__name__)
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, stage TEXT, value TEXT NOT NULL, created REAL)"
@@ -53,14 +55,9 @@ def model_fingerprint(model_id: str) -> str:
 
 def cached_commit(repo_id: str) -> str | None:
     """The commit of the Hub repo that loading ``repo_id`` would use, from the local Hugging Face cache only (no
-    network): the snapshot its ``main`` ref points to, found through the config.json every model has."""
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        found = try_to_load_from_cache(repo_id, "config.json")
-    except ValueError:  # not a repo id (a folder that does not exist): nothing is cached under it
-        return None
-    return Path(found).parent.name if isinstance(found, str) else None
+    network): the name of the snapshot folder its cached config.json lies in."""
+    config = cached_config(repo_id)
+    return config.parent.name if config else None
 
 
 class ResultCache:

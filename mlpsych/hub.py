@@ -22,6 +22,18 @@ def is_local(model_id: str) -> bool:
     return Path(model_id).expanduser().exists() or model_id.startswith((".", "/", "~"))
 
 
+def cached_config(repo_id: str) -> Path | None:
+    """The config.json of the locally cached snapshot of a Hub repo, the one loading it would use (every model has
+    one), found without network; None when it was never downloaded or the id is not a repo id."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # not a repo id (a folder that does not exist): nothing is cached under it
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
 def offline_unless_reachable(model_id: str) -> bool:
     """Before loading ``model_id`` from the Hub: probe it once; if unreachable, switch this process to offline
     mode (``HF_HUB_OFFLINE``) so cached models load and missing ones fail at once. True when offline."""

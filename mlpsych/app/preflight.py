@@ -7,14 +7,11 @@ disk; a model that is in neither is downloadable only if the Hub answers ``mlpsy
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from mlpsych.hub import is_local, offline_unless_reachable
-
-log = logging.getLogger(__name__)
+from mlpsych.hub import cached_config, is_local, offline_unless_reachable
 
 Where = Literal["folder", "cache", "download", "missing"]
 
@@ -55,7 +52,7 @@ def check_model(model: str, role: str = "reader") -> ModelCheck:
     if is_local(model):
         folder = Path(model).expanduser()
         return ModelCheck(model, "folder" if (folder / "config.json").is_file() else "missing", None, role)
-    if _in_hub_cache(model):
+    if cached_config(model) is not None:
         return ModelCheck(model, "cache", KNOWN_SIZES_GB.get(model), role)
     if offline_unless_reachable(model):
         return ModelCheck(model, "missing", KNOWN_SIZES_GB.get(model), role)
@@ -65,16 +62,6 @@ def check_model(model: str, role: str = "reader") -> ModelCheck:
 def check_models(models: dict[str, str]) -> list[ModelCheck]:
     """``model -> role`` checked in order."""
     return [check_model(model, role) for model, role in models.items()]
-
-
-def _in_hub_cache(model: str) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        return isinstance(try_to_load_from_cache(model, "config.json"), str)
-    except Exception as error:  # noqa: BLE001 - an id the Hub library rejects is simply not cached
-        log.debug("cache lookup of %s failed: %s", model, error)
-        return False
 
 
 def download_note(checks: list[ModelCheck]) -> str | None:
@@ -115,6 +102,6 @@ def models_here(candidates: list[str]) -> list[str]:
     here = []
     for model in dict.fromkeys([*candidates, *READER_SIZES_GB]):
         local = is_local(model) and (Path(model).expanduser() / "config.json").is_file()
-        if local or (not is_local(model) and _in_hub_cache(model)):
+        if local or (not is_local(model) and cached_config(model) is not None):
             here.append(model)
     return here
