@@ -1,0 +1,197 @@
+"""The post-processing of the paper's released code, reproduced from its description (not from its code).
+
+"Zero-Shot Complex Question-Answering on Long Scientific Documents" released code that handles one model's
+answers differently from the paper's text (``merge.py`` keeps the project's own rules; this module is the
+reference to compare with). :func:`released_answers` takes one model's raw answers for one question of one paper,
+in rank order (best score first) and with the duplicates the question-answering pipeline keeps (the same span
+found in two overlapping windows comes twice), and applies, in this order:
+
+1. Score filter: an answer whose ``round(score, 5)`` is not above 0 is dropped, except the first of the list,
+   which is always kept.
+2. Merging (when the question merges): each answer, in rank order, is compared with the answers kept so far, in
+   the order they were kept; the first kept answer it matches decides, and the rest are not looked at.
+
+   - Positions overlap, touching included (only ``start > kept.end or end < kept.start`` is apart, so
+     [0, 5) and [5, 9) merge): the kept answer grows to cover both, its text re-read from the document, its
+     score the kept one's.
+   - Else a case-sensitive substring test on the texts: a new text inside the kept text is dropped; a kept
+     text inside the new one is replaced in place by the new text and offsets (rank and score stay the kept
+     one's). So "R" is swallowed by "Random forest", and so is "r" (fo-r-est), but "random" is not.
+   - Else the answer is kept as a new one. Kept answers are never merged again with each other, even when
+     growing makes two of them overlap.
+
+   Without merging, answers are only filtered, trimmed and deduplicated.
+3. Trimming, after merging (so a span ending in a space still touches the next one, as in the reference):
+   leading and trailing characters among `` ,.-(;`` are stripped (only these: the space, not other white
+   space), and trailing ``)`` too when the answer had no ``(`` before trimming; offsets move with the text.
+   Answers left empty are dropped, then answers with identical (case-sensitive) texts are kept once, the first.
+4. Records: :class:`Answer` rows in kept order, stage ``extractive``, the model's name, the kept score, the page
+   and evidence sentence of the start, and every raw span that went into it (grown into it, swallowed by it,
+   or dropped as its identical text).
+
+:func:`union_of_models` is the released combination of several models (a plain union of answer texts),
+:func:`per_entity_answers` its reading of a multi-hop sub-question's answers, and :func:`joined_llm_input` its
+LLM user message. All are pure functions over the records; nothing here loads a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlpsych.answers import Answer, Span
+from mlpsych.documents import Document
+
+JUNK = " ,.-(;"
+SCORE_DECIMALS = 5
+ENTITY_READ = 5  # raw answers read per multi-hop sub-question
+ENTITY_KEEP = 3  # answers kept of those
+
+
+@dataclass
+class _Kept:
+    """An answer while merging: its current offsets and text, the kept score, the raw spans behind it."""
+
+    start: int
+    end: int
+    text: str
+    score: float
+    spans: list[Span] = field(default_factory=list)
+
+
+def trim_bounds(text: str) -> tuple[int, int]:
+    """``(i, j)`` such that ``text[i:j]`` is ``text`` without leading/trailing junk.
+
+    Junk is any of `` ,.-(;`` at either end, and ``)`` at the end when ``text`` holds no ``(`` (checked before
+    trimming, so "(SVM)" becomes "SVM)" while "SVM)." becomes "SVM").
+    """
+    closing = JUNK if "(" in text else JUNK + ")"
+    i, j = 0, len(text)
+    while i < j and text[i] in JUNK:
+        i += 1
+    while j > i and text[j - 1] in closing:
+        j -= 1
+    return i, j
+
+
+def _score_filter(spans: list[Span]) -> list[Span]:
+    return [s for n, s in enumerate(spans) if n == 0 or round(s.score, SCORE_DECIMALS) > 0]
+
+
+def _merged(doc: Document, spans: list[Span]) -> list[_Kept]:
+    kept: list[_Kept] = []
+    for span in spans:
+        for home in kept:
+            if not (span.start > home.end or span.end < home.start):
+                home.start, home.end = min(home.start, span.start), max(home.end, span.end)
+                home.text = doc.text[home.start : home.end]
+                home.spans.append(span)
+                break
+            if span.text in home.text:
+                home.spans.append(span)
+                break
+            if home.text in span.text:
+                home.start, home.end, home.text = span.start, span.end, span.text
+                home.spans.append(span)
+                break
+        else:
+            kept.append(_Kept(span.start, span.end, span.text, span.score, [span]))
+    return kept
+
+
+def _trimmed_unique(kept: list[_Kept]) -> list[_Kept]:
+    out: dict[str, _Kept] = {}
+    for item in kept:
+        i, j = trim_bounds(item.text)
+        if i >= j:
+            continue
+        text = item.text[i:j]
+        if text in out:
+            out[text].spans.extend(item.spans)
+            continue
+        out[text] = _Kept(item.start + i, item.end - (len(item.text) - j), text, item.score, list(item.spans))
+    return list(out.values())
+
+
+def _bridge(spans: list[Span]) -> str | None:
+    return next((s.bridge_entity for s in spans if s.bridge_entity is not None), None)
+
+
+def _record(doc: Document, item: _Kept) -> Answer:
+    first = item.spans[0]
+    return Answer(
+        doc_id=first.doc_id,
+        question_id=first.question_id,
+        text=item.text,
+        stage="extractive",
+        models=[first.model],
+        score=item.score,
+        start=item.start,
+        end=item.end,
+        page=doc.page_at(item.start),
+        evidence=doc.sentence_around(item.start, item.end),
+        bridge_entity=_bridge(item.spans),
+        spans=list(item.spans),
+    )
+
+
+def released_answers(doc: Document, spans: list[Span], *, merge: bool = True) -> list[Answer]:
+    """One model's answers to one question of one paper by the released code's rules (see the module's text).
+
+    ``spans`` is the model's raw top-k list in rank order, duplicates included.
+    """
+    spans = _score_filter(spans)
+    if merge:
+        kept = _merged(doc, spans)
+    else:
+        kept = [_Kept(s.start, s.end, s.text, s.score, [s]) for s in spans]
+    return [_record(doc, item) for item in _trimmed_unique(kept)]
+
+
+def union_of_models(answers_by_model: dict[str, list[Answer]]) -> list[Answer]:
+    """The released combination of several models: a plain union of their answer texts.
+
+    Models in the given order, each model's answers in order; an answer whose exact text was already taken is
+    not added again, but its model (and its spans) join the taken one, which keeps its own score and offsets.
+    The answers are copies (the inputs are left alone), marked ``ensemble`` when there are two or more models.
+    """
+    taken: dict[str, Answer] = {}
+    for model, answers in answers_by_model.items():
+        for answer in answers:
+            home = taken.get(answer.text)
+            if home is None:
+                taken[answer.text] = Answer.from_dict(answer.to_dict())
+                continue
+            for name in [*answer.models, model]:
+                if name not in home.models:
+                    home.models.append(name)
+            home.spans.extend(Span.from_dict(s.to_dict()) for s in answer.spans)
+    union = list(taken.values())
+    if len(answers_by_model) > 1:
+        for answer in union:
+            answer.ensemble = True
+    return union
+
+
+def per_entity_answers(doc: Document, spans: list[Span], keep: int = ENTITY_KEEP, *,
+                       read: int = ENTITY_READ) -> list[Answer]:
+    """Answers to a multi-hop sub-question ("What was random forest used for?") as the released code reads them.
+
+    Of the first ``read`` raw answers (rank order), an answer whose text is a substring of (or equal to) an
+    answer already kept is skipped (case-sensitive), until ``keep`` are kept. No score filter, no trimming and
+    no merging: a text that contains a kept one is kept beside it, and texts stay as the model gave them.
+    """
+    kept: list[_Kept] = []
+    for span in spans[:read]:
+        if len(kept) >= keep:
+            break
+        if any(span.text in k.text for k in kept):
+            continue
+        kept.append(_Kept(span.start, span.end, span.text, span.score, [span]))
+    return [_record(doc, item) for item in kept]
+
+
+def joined_llm_input(prompt: str, answers: list[str]) -> str:
+    """The released code's LLM user message: the prompt, then the distinct stripped answers, sorted (code point
+    order, so capitals first) and joined by ", "; empty answers are left out. No separator is added after the
+    prompt, and nothing is capped (compare ``mlpsych.normalize.answers.build_prompt``)."""
+    return prompt + ", ".join(sorted({a.strip() for a in answers} - {""}))
