@@ -61,15 +61,18 @@ class _Kept:
 def trim_bounds(text: str) -> tuple[int, int]:
     """``(i, j)`` such that ``text[i:j]`` is ``text`` without leading/trailing junk.
 
-    Junk is any of `` ,.-(;`` at either end, and ``)`` at the end when ``text`` holds no ``(`` (checked before
-    trimming, so "(SVM)" becomes "SVM)" while "SVM)." becomes "SVM").
+    Junk is any of `` ,.-(;`` at either end; then a trailing ``)`` goes when what is left holds no ``(`` (so
+    "(SVM)" and "SVM)." become "SVM", "SVM (RBF)" stays).
     """
-    closing = JUNK if "(" in text else JUNK + ")"
     i, j = 0, len(text)
     while i < j and text[i] in JUNK:
         i += 1
-    while j > i and text[j - 1] in closing:
+    while j > i and text[j - 1] in JUNK:
         j -= 1
+    while j > i and text[j - 1] == ")" and "(" not in text[i:j]:
+        j -= 1
+        while j > i and text[j - 1] in JUNK:
+            j -= 1
     return i, j
 
 
