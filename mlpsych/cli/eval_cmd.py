@@ -19,13 +19,17 @@ def add_parser(subparsers) -> None:
     p.add_argument("--gold", type=Path, required=True, help="gold answers, e.g. answers_dev.json")
     p.add_argument("--pred", type=Path, required=True, help="the .jsonl or .xlsx written by `mlpsych run`")
     p.add_argument("--texts", type=Path, default=None,
-                   help="text.json of the corpus: resolves paper ids (file stems work too) and flags strangers")
+                   help="text.json of the corpus: every paper of it with gold is scored (no prediction scores 0) "
+                        "and must be in the run's output, unless the .xlsx papers sheet says it failed (then it "
+                        "scores 0); also resolves paper ids (file stems work too). Without it, the gold papers the "
+                        "output mentions are scored")
     p.add_argument("--questions", default=None, help="questions to score, e.g. q1,q2 (default: all in the gold)")
     p.add_argument("--stage", choices=["extractive", "normalized", "best"], default="best",
                    help="answers scored; best (default): a row's normalized answers for a paper where it has "
                         "some, else its extractive ones")
     p.add_argument("--unanswerable", default="q2",
-                   help="questions where a paper absent from the gold has no answer (default: q2); others skip it")
+                   help="questions where a paper absent from the gold has no answer (default: q2; EM and Mentions "
+                        "1 if nothing is predicted, else 0; F1 left out); other questions skip such a paper")
     p.add_argument("--no-similar", action="store_true", help="skip Similar Match (no embedding model is loaded)")
     p.add_argument("--embedder", default=None,
                    help="sentence-embedding model for Similar Match (default: all-MiniLM-L6-v2 from "
@@ -59,12 +63,16 @@ def run(args: argparse.Namespace) -> int:
         gold = ev.load_gold(args.gold)
         texts = ev.load_texts(args.texts) if args.texts else None
         rows = ev.load_predictions(args.pred)
+        papers = ev.load_run_papers(args.pred)
+        questions = _split(args.questions) or None
+        unanswerable = _split(args.unanswerable)
+        ev.plan_scoring(gold, rows, questions, texts, unanswerable, papers, quiet=True)  # fails before a model loads
         similarity = None
         if not args.no_similar:
             similarity = _similarity(args, gold, rows)
-        table = ev.evaluate(gold, rows, questions=_split(args.questions) or None, stage=args.stage,
-                            similarity=similarity, threshold=args.threshold, texts=texts,
-                            unanswerable=_split(args.unanswerable), bootstrap=args.bootstrap, seed=args.seed)
+        table = ev.evaluate(gold, rows, questions=questions, stage=args.stage, similarity=similarity,
+                            threshold=args.threshold, texts=texts, unanswerable=unanswerable,
+                            bootstrap=args.bootstrap, seed=args.seed, papers=papers)
     except ev.EvalInputError as error:
         raise UserError(str(error)) from None
     if not table:

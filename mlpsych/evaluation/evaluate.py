@@ -1,15 +1,26 @@
 """Dataset-level evaluation of an ``mlpsych run`` output against MLPsych-format gold, in the paper's table shape.
 
-Conventions of the MLPsych dataset (see its README): the evaluated papers are the keys of the gold ``q1``;
-a paper absent from an *unanswerable* question (``q2``) has an empty gold list; a paper absent from any
-other question was not annotated for it and is left out of that question. Papers that the prediction file
-does not mention at all are left out too (with a warning), so a run on part of the corpus scores that part.
+Which papers are scored, as the paper's released evaluation does. Conventions of the MLPsych dataset (see its
+README): the evaluated papers are the keys of the gold ``q1``; a paper absent from an *unanswerable* question
+(``q2``) has an empty gold list; a paper absent from any other question was not annotated for it and is left
+out of that question.
+
+- With the corpus's texts (``texts``, the ``text.json``), every paper of the corpus that the gold covers for a
+  question is a row of that question. A paper with gold answers and no prediction scores 0 (F1, EM, Mentions,
+  Similar Match). A paper missing from the run's output altogether is an error (:class:`EvalInputError` naming
+  it), unless the run's papers sheet (``papers``, an XLSX export's status column) says the paper failed: it is
+  then a row scoring 0 on every metric, and the table notes how many papers failed.
+- Without the texts, the papers are those of the gold that the prediction file mentions (an answer row or a
+  papers-sheet row); the others are left out with a warning, so a run on part of the corpus scores that part.
+- Empty gold: EM, Mentions and Similar Match are 1 when nothing is predicted and 0 otherwise; F1 is undefined
+  for that paper and left out of the F1 mean (see :mod:`mlpsych.evaluation.metrics`).
 
 Rows of the table are the reader models and ``combined``. An extractive answer belongs to its model, or to
 ``combined`` when it is an ensemble row (``ensemble: true`` or more than one model). A normalized answer
 belongs to every model whose LLM output held it, and to ``combined`` when the question had several readers.
 ``ungrounded`` answers are never scored. All sub-question answers of a multi-hop question count as that
-paper's prediction list. Confidence intervals resample papers (paired across models) with replacement.
+paper's prediction list. Confidence intervals resample papers (paired across models) with replacement; the
+papers whose F1 is undefined are skipped in each resample's F1 mean.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ import logging
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -138,6 +149,20 @@ def load_predictions(path: str | Path) -> list[dict[str, Any]]:
     if missing:
         raise EvalInputError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
     return rows
+
+
+def load_run_papers(path: str | Path) -> list[dict[str, Any]] | None:
+    """The run's papers and their status: the ``papers`` sheet of an XLSX export (``paper_id``, ``source_file``,
+    ``status``: "ok" or what went wrong), or None where the output records no papers (JSONL, a sheet-less XLSX)."""
+    path = Path(path)
+    if path.suffix.lower() not in (".xlsx", ".xlsm"):
+        return None
+    return read_sheet(path, "papers", required=False) or None
+
+
+def failed_status(status: Any) -> bool:
+    """A papers-sheet status saying the paper failed (anything but "ok" or blank)."""
+    return str(status or "").strip().lower() not in ("", "ok")
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -312,7 +337,13 @@ def collect_predictions(
 
 @dataclass
 class TableRow:
-    """One row of a question's table: a model (or ``combined``), the stage scored, numbers and intervals."""
+    """One row of a question's table: a model (or ``combined``), the stage scored, numbers and intervals.
+
+    The counts say how the rules of the module docstring applied: ``unanswered`` papers with gold answers this
+    row predicted nothing for (scored 0), ``empty_gold`` papers with an empty gold list (F1 left out),
+    ``failed`` papers the run failed on (scored 0) and ``left_out`` gold papers the prediction file never
+    mentions (without the texts only).
+    """
 
     question: str
     model: str
@@ -320,6 +351,10 @@ class TableRow:
     metrics: dict[str, float]
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     items: list[ItemScore] = field(default_factory=list, repr=False)
+    unanswered: int = 0
+    empty_gold: int = 0
+    failed: int = 0
+    left_out: int = 0
 
 
 def _natural_key(text: str) -> list[Any]:
@@ -336,6 +371,79 @@ def evaluation_papers(gold: dict[str, dict[str, list[str]]], question: str, unan
     return [p for p in dev if p in gold.get(question, {})]
 
 
+@dataclass
+class ScoringPlan:
+    """What :func:`evaluate` scores: the bucketed predictions, the questions, and each question's papers."""
+
+    preds: PredictionSet
+    questions: list[str]
+    papers: dict[str, list[str]]  # question -> papers scored, in gold order
+    failed: set[str]  # papers the run failed on (papers sheet) and has no answer for: they score 0
+    left_out: dict[str, int]  # question -> gold papers the prediction file never mentions (without the texts)
+
+
+def plan_scoring(
+    gold: dict[str, dict[str, list[str]]],
+    rows: Sequence[dict[str, Any]],
+    questions: Sequence[str] | None = None,
+    texts: dict[str, str] | None = None,
+    unanswerable: Iterable[str] = ("q2",),
+    papers: Sequence[dict[str, Any]] | None = None,
+    quiet: bool = False,
+) -> ScoringPlan:
+    """The papers each question scores (rules in the module docstring); raises :class:`EvalInputError` for a
+    question without gold or a paper of the corpus with gold that the run's output does not have.
+
+    Cheap: the command line calls it (``quiet``: no warnings, :func:`evaluate` gives them) before loading an
+    embedding model, so a bad input fails at once.
+    """
+    warn = (lambda *args: None) if quiet else logger.warning
+    questions = list(questions or sorted(gold, key=_natural_key))
+    unknown = [q for q in questions if q not in gold]
+    if unknown:
+        raise EvalInputError(f"no gold for question(s) {', '.join(unknown)} (gold has {', '.join(gold)})")
+    unanswerable = set(unanswerable)
+    known = set(texts) if texts is not None else None
+    preds = collect_predictions(rows, questions, known)
+    if known is not None:
+        strangers = sorted(preds.papers - known)
+        if strangers:
+            warn("%d predicted paper(s) not in the texts file, e.g. %s", len(strangers), strangers[0])
+    status: dict[str, str] = {}
+    for paper_row in papers or []:
+        paper = _paper_of(paper_row, known)
+        if paper:
+            status[paper] = str(paper_row.get("status") or "ok").strip() or "ok"
+    in_run = preds.papers | set(status)  # an answer row, or a line of the papers sheet
+    failed = {p for p in set(status) - preds.papers if failed_status(status[p])}  # failed and no answer at all
+    scored: dict[str, list[str]] = {}
+    left_out: dict[str, int] = {}
+    absent: set[str] = set()
+    for question in questions:
+        candidates = evaluation_papers(gold, question, unanswerable)
+        if known is not None:
+            outside = [p for p in candidates if p not in known and p not in in_run]
+            if outside:
+                warn("%s: %d gold paper(s) are not in the texts file and are left out, e.g. %s",
+                     question, len(outside), outside[0])
+            scored[question] = [p for p in candidates if p in known or p in in_run]
+            absent.update(p for p in scored[question] if p not in in_run)
+        else:
+            scored[question] = [p for p in candidates if p in in_run]
+            left_out[question] = len(candidates) - len(scored[question])
+            if left_out[question]:
+                warn("%s: %d of %d gold papers are not mentioned in the predictions and are left out",
+                     question, left_out[question], len(candidates))
+    if absent:
+        names = sorted(absent, key=_natural_key)
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        raise EvalInputError(
+            f"{len(names)} paper(s) of the corpus with gold are missing from the run's output: {shown}. Run them, "
+            "or score the run's .xlsx (its papers sheet records the papers that failed, which then score 0), or "
+            "leave out the texts (--texts) to score only the papers the output mentions")
+    return ScoringPlan(preds, questions, scored, failed, left_out)
+
+
 def evaluate(
     gold: dict[str, dict[str, list[str]]],
     rows: Sequence[dict[str, Any]],
@@ -348,44 +456,52 @@ def evaluate(
     bootstrap: int = 0,
     seed: int = 0,
     whole_word_max_len: int = 1,
+    papers: Sequence[dict[str, Any]] | None = None,
 ) -> list[TableRow]:
-    """Score export ``rows`` against ``gold``; one :class:`TableRow` per question and model, ensemble last."""
+    """Score export ``rows`` against ``gold``; one :class:`TableRow` per question and model, ensemble last.
+
+    ``texts`` is the corpus (its keys are the paper ids) and ``papers`` the run's papers sheet (rows with
+    ``paper_id``, ``source_file`` and ``status``, see :func:`load_run_papers`); which papers are scored, and how,
+    is in the module docstring. A paper of the corpus with gold and no trace in the run's output is an error.
+    """
     if stage not in STAGES:
         raise EvalInputError(f"stage must be one of {', '.join(STAGES)}, not {stage!r}")
-    questions = list(questions or sorted(gold, key=_natural_key))
-    unknown = [q for q in questions if q not in gold]
-    if unknown:
-        raise EvalInputError(f"no gold for question(s) {', '.join(unknown)} (gold has {', '.join(gold)})")
-    known = set(texts) if texts is not None else None
-    preds = collect_predictions(rows, questions, known)
-    if known is not None:
-        strangers = sorted(preds.papers - known)
-        if strangers:
-            logger.warning("%d predicted paper(s) not in the texts file, e.g. %s", len(strangers), strangers[0])
+    plan = plan_scoring(gold, rows, questions, texts, unanswerable, papers)
+    preds = plan.preds
     table: list[TableRow] = []
-    for question in questions:
-        papers = evaluation_papers(gold, question, set(unanswerable))
-        missing = [p for p in papers if p not in preds.papers]
-        if missing:
-            logger.warning("%s: %d of %d gold papers have no predictions at all and are left out",
-                           question, len(missing), len(papers))
-        papers = [p for p in papers if p in preds.papers]
-        if not papers:
+    for question in plan.questions:
+        question_papers = plan.papers[question]
+        if not question_papers:
             logger.warning("%s: no paper to score (no gold for the papers predicted); question skipped", question)
             continue
+        golds = [gold.get(question, {}).get(p, []) for p in question_papers]
+        empty = sum(not clean_answers(g) for g in golds)
+        n_failed = sum(p in plan.failed for p in question_papers)
         for group in preds.groups:
             if not preds.has(group, question, stage):
                 continue
-            items, used = [], []
-            for paper in papers:
+            items, used, unanswered = [], [], 0
+            for paper, paper_gold in zip(question_papers, golds):
                 answers, source = preds.answers(group, question, paper, stage)
                 used.append(source)
-                items.append(score_item(gold.get(question, {}).get(paper, []), answers, similarity, threshold,
-                                        whole_word_max_len))
-            table.append(TableRow(question, group, _stage_label(used), aggregate(items), items=items))
+                item = score_item(paper_gold, answers, similarity, threshold, whole_word_max_len)
+                if paper in plan.failed:
+                    item = _failed(item)
+                unanswered += bool(item.n_gold and not item.n_pred)
+                items.append(item)
+            table.append(TableRow(question, group, _stage_label(used), aggregate(items), items=items,
+                                  unanswered=unanswered, empty_gold=empty, failed=n_failed,
+                                  left_out=plan.left_out.get(question, 0)))
     if bootstrap:
         add_intervals(table, bootstrap, seed)
     return table
+
+
+def _failed(item: ItemScore) -> ItemScore:
+    """A paper the run failed on scores 0, also where its gold is empty (it did not answer "nothing")."""
+    if item.n_gold:
+        return item  # nothing predicted against gold answers: 0 already
+    return replace(item, em=0.0, ment=0.0, smat=None if item.smat is None else 0.0, concat_f1=0.0)
 
 
 def _stage_label(used: Sequence[str]) -> str:
@@ -398,7 +514,11 @@ def _stage_label(used: Sequence[str]) -> str:
 
 
 def add_intervals(table: list[TableRow], samples: int, seed: int = 0, level: float = 0.95) -> None:
-    """Percentile bootstrap over papers; the same resamples for every model of a question (paired)."""
+    """Percentile bootstrap over papers; the same resamples for every model of a question (paired).
+
+    Each resample is aggregated like the table, so papers with an undefined F1 (empty gold) are skipped in that
+    resample's F1 mean; a resample holding none but such papers has no F1 and is skipped in the percentiles.
+    """
     rng = np.random.default_rng(seed)
     by_question: dict[str, list[TableRow]] = defaultdict(list)
     for row in table:
@@ -451,8 +571,28 @@ def _fmt(value: float, key: str) -> str:
     return f"{value:.2f}" if key in ("spans/answer", "words/span") else f"{value:.3f}"
 
 
+def footnote(rows: Sequence[TableRow]) -> list[str]:
+    """The lines under a question's table: how the scoring rules applied to it, with the counts."""
+    if not rows:
+        return []
+    first = rows[0]
+    n = len(first.items)
+    unanswered = ", ".join(f"{r.model} {r.unanswered}" for r in rows)
+    lines = [f"n = {n} papers. Papers with gold answers and no prediction score 0 ({unanswered})."]
+    if first.failed:
+        lines[0] += (f" {first.failed} paper(s) the run failed on (papers sheet status) score 0 on every "
+                     "metric.")
+    if first.left_out:
+        lines[0] += (f" {first.left_out} gold paper(s) not mentioned in the predictions are left out "
+                     "(no texts given).")
+    if first.empty_gold:
+        lines.append(f"Empty gold ({first.empty_gold} papers): EM, Ment and SMat 1 if nothing is predicted, else 0; "
+                     f"F1 left out (F1 mean over the other {n - first.empty_gold}).")
+    return lines
+
+
 def to_markdown(table: Sequence[TableRow], columns: Sequence[str] = COLUMNS) -> str:
-    """One Markdown table per question; with intervals a cell reads ``0.685 [0.610, 0.752]``."""
+    """One Markdown table per question and its footnote; with intervals a cell reads ``0.685 [0.610, 0.752]``."""
     out: list[str] = []
     for question in dict.fromkeys(r.question for r in table):
         rows = [r for r in table if r.question == question]
@@ -468,6 +608,8 @@ def to_markdown(table: Sequence[TableRow], columns: Sequence[str] = COLUMNS) -> 
                     cell += f" [{_fmt(lo, key)}, {_fmt(hi, key)}]"
                 cells.append(cell)
             out.append(f"| {row.model} | {row.stage} | " + " | ".join(cells) + " |")
+        out.append("")
+        out.extend(footnote(rows))
         out.append("")
     return "\n".join(out)
 

@@ -12,7 +12,9 @@ Paper metrics (max over predictions for each gold answer, averaged over gold ans
   ending in a parenthesis ("support vector machines (SVMs)") also matches either part alone; containment is
   checked after normalization and removal of all spaces ("cross-validation" ~ "cross validation"); a gold
   answer of one letter ("R") matches only as a whole word.
-- Empty gold (unanswerable): every metric is 1 if nothing is predicted, else 0.
+- Empty gold (unanswerable, e.g. a q2 paper without ML software): EM, SMat and Ment are 1 if nothing is
+  predicted, else 0; F1 is undefined (NaN) and left out of the F1 mean, as in the paper's evaluation (its
+  ``np.mean([])`` is NaN, which pandas' mean skips).
 
 Because max-per-gold metrics never punish extra predictions, an item also records what micro-averaged
 precision/recall needs (MultiSpanQA style, exact and partial), the F1 of the concatenated spans (Qasper
@@ -130,7 +132,7 @@ def mentions(gold: str, pred: str, whole_word_max_len: int = 1) -> bool:
 class ItemScore:
     """Scores and counts for one paper and one question; ``smat`` is None when no similarity was given."""
 
-    f1: float
+    f1: float  # NaN for empty gold: undefined, left out of the F1 mean
     em: float
     smat: float | None
     ment: float
@@ -163,6 +165,12 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def _nanmean(values: Iterable[float]) -> float:
+    """Mean of the defined values (NaN skipped, as pandas' mean does); NaN when none is defined."""
+    defined = [v for v in values if not math.isnan(v)]
+    return sum(defined) / len(defined) if defined else math.nan
+
+
 def score_item(
     gold: Sequence[str],
     preds: Sequence[str],
@@ -178,7 +186,7 @@ def score_item(
     concat = token_f1(" ".join(gold), " ".join(preds))
     if not gold:
         empty = float(not preds)
-        return ItemScore(empty, empty, empty if similarity else None, empty, 0, len(preds), n_words,
+        return ItemScore(math.nan, empty, empty if similarity else None, empty, 0, len(preds), n_words,
                          0, 0.0, 0.0, concat)
     f1 = _mean([max((token_f1(g, p) for p in preds), default=0.0) for g in gold])
     em = _mean([float(any(exact_match(g, p) for p in preds)) for g in gold])
@@ -208,6 +216,8 @@ def _prf(tp: float, n_pred: int, n_gold: int) -> tuple[float, float, float]:
 def aggregate(items: Sequence[ItemScore]) -> dict[str, float]:
     """Dataset-level numbers: paper metrics and Qasper F1 averaged over items, P/R/F1 micro-averaged.
 
+    F1 is averaged over the items where it is defined (not those with empty gold; NaN if there is none).
+
     Keys: F1, EMat, SMat (nan without similarity), Ment, spans/answer, words/span, P, R, mF1 (MultiSpanQA
     exact), pP, pR, pF1 (MultiSpanQA partial), qF1 (Qasper concatenated), n (items).
     """
@@ -221,7 +231,7 @@ def aggregate(items: Sequence[ItemScore]) -> dict[str, float]:
     partial_r = sum(i.partial_recall_sum for i in items) / n_gold if n_gold else 0.0
     partial_f = 2 * partial_p * partial_r / (partial_p + partial_r) if partial_p + partial_r else 0.0
     return {
-        "F1": _mean([i.f1 for i in items]),
+        "F1": _nanmean(i.f1 for i in items),
         "EMat": _mean([i.em for i in items]),
         "SMat": _mean(smat) if len(smat) == len(items) else math.nan,
         "Ment": _mean([i.ment for i in items]),

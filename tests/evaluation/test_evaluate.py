@@ -33,6 +33,7 @@ GOLD = {
     "q3": {"p2": [{"start": 38, "end": 65, "text": "whether tweets predict mood"}]},
     "q4": {"p1": [{"start": 55, "end": 84, "text": "predict the occurrence of IPV"}]},
 }
+RAN = {k: v for k, v in TEXTS.items() if k != "p4"}  # the corpus of the run: p4 was never run
 A, B = "deberta", "roberta"
 
 
@@ -64,7 +65,8 @@ ROWS = [
     row("p1", "q2", "SPSS", [A], "normalized"), row("p1", "q2", "R", [B], "normalized"),
 ]
 
-# Hand-computed tables. Papers scored: p1-p3 (p4 has no prediction at all; p9 has no gold).
+# Hand-computed tables. Papers scored: p1-p3 (p4 is not in the run's corpus RAN; p9 has no gold).
+# test_eval_rules.py adds p4 to the corpus (no prediction: scored 0, or an error when the run lacks it).
 #
 # --stage extractive
 # q1, model A: p1 gold [random forests rf | lasso] vs [random forest, rf]: F1 (max(.4,.5) + 0)/2 = .25,
@@ -73,16 +75,17 @@ ROWS = [
 # q1, model B: p1 [lasso]: .5,.5,.5; p2 "support vector machine" vs SVM: 0,0,0; p3 exact: 1,1,1
 #   -> F1 .5, EM .5, Ment .5, spans/answer 1, words/span (1+3+2)/3 = 2
 # q1, combined: p1 [random forest, lasso] -> (.4+1)/2 = .7; p2 1; p3 1 -> F1 2.7/3
-# q2 (unanswerable), model A: p1 [spss] vs gold [spss, r]: .5,.5,.5; p2 [] gold, "Python" -> 0; p3 [] vs [] -> 1
-#   -> F1 .5, EM .5, Ment .5
+# q2 (unanswerable; empty gold: EM, Ment 1 if nothing is predicted else 0, F1 undefined and left out of the mean)
+# q2, model A: p1 [spss] vs gold [spss, r]: .5,.5,.5; p2 [] gold, "Python" -> EM, Ment 0; p3 [] vs [] -> EM, Ment 1
+#   -> F1 .5 (p1 only), EM .5, Ment .5
 # q2, model B: p1 "R software": SPSS 0, R F1 2/3 and whole-word mention -> F1 1/3, EM 0, Ment .5; p2 nothing -> 1;
-#   p3 "SAS" -> 0  => F1 (1/3+1)/3, EM 1/3, Ment .5
+#   p3 "SAS" -> 0  => F1 1/3 (p1 only; counting p2 and p3 gave (1/3+1+0)/3), EM 1/3, Ment .5
 EXTRACTIVE = {
     ("q1", A): {"F1": 1.25 / 3, "EMat": 1 / 3, "Ment": 0.5, "spans/answer": 1.0, "words/span": 4 / 3, "n": 3},
     ("q1", B): {"F1": 0.5, "EMat": 0.5, "Ment": 0.5, "spans/answer": 1.0, "words/span": 2.0, "n": 3},
     ("q1", "combined"): {"F1": 0.9, "n": 3},
     ("q2", A): {"F1": 0.5, "EMat": 0.5, "Ment": 0.5, "spans/answer": 2 / 3, "n": 3},
-    ("q2", B): {"F1": (1 / 3 + 1) / 3, "EMat": 1 / 3, "Ment": 0.5, "spans/answer": 2 / 3, "n": 3},
+    ("q2", B): {"F1": 1 / 3, "EMat": 1 / 3, "Ment": 0.5, "spans/answer": 2 / 3, "n": 3},
 }
 # --stage best (default): normalized where the row has normalized answers for the paper, else extractive
 # q1, model A: p1 [random forests]: gold1 P=1 R=2/3 F1=.8, gold2 0 -> .4, EM 0, Ment .5 (head part);
@@ -91,9 +94,10 @@ EXTRACTIVE = {
 #   -> F1 (.5+1+2/3)/3, EM .5, Ment .5, spans/answer 1, words/span 1
 # q1, combined = union of the normalized answers: p1 [random forests, lasso]: (.8+1)/2 = .9, EM .5, Ment 1;
 #   p2 1,1,1; p3 [k-means]: 2/3, 0, 0 -> F1 (.9+1+2/3)/3, EM 1.5/3, Ment 2/3, spans/answer 4/3, words/span 5/4
-# q2, model A: p1 [SPSS] .5; p2 no normalized answer, falls back to extractive "Python" -> 0; p3 nothing -> 1
-# q2, model B: p1 [R] .5 (EM .5, Ment .5); p2 nothing -> 1; p3 falls back to "SAS" -> 0
-# q2, combined: p1 [SPSS, R] -> 1; p2, p3 nothing -> 1
+# q2, model A: p1 [SPSS] .5; p2 no normalized answer, falls back to extractive "Python" -> EM 0; p3 nothing -> EM 1
+#   -> F1 .5 (p1 only), EM .5
+# q2, model B: p1 [R] .5 (EM .5, Ment .5); p2 nothing -> EM 1; p3 falls back to "SAS" -> EM 0 -> F1 .5, EM .5
+# q2, combined: p1 [SPSS, R] -> 1; p2, p3 nothing -> EM 1 (F1 over p1 alone: 1)
 # q3 (only p2 annotated), model A: [whether tweets predict mood] vs [tweets predict mood] P=1 R=3/4 -> 6/7
 # q4 (only p1), model A: both sub-question answers form the list; gold equals one of them -> 1, spans/answer 2
 EXPECTED = {
@@ -124,8 +128,9 @@ def _check(table, expected):
 
 
 def test_table_matches_hand_computation():
-    table = ev.evaluate(ev.gold_from_dict(GOLD), ROWS, texts=TEXTS)
+    table = ev.evaluate(ev.gold_from_dict(GOLD), ROWS, texts=RAN)
     rows = _check(table, EXPECTED)
+    _check(ev.evaluate(ev.gold_from_dict(GOLD), ROWS), EXPECTED)  # without texts: the papers mentioned, the same
     assert rows[("q1", "combined")].stage == "normalized" and rows[("q4", A)].stage == "extractive"
     assert rows[("q2", A)].stage == "normalized 1/2"  # p2 fell back to extractive, p3 had no answer
     assert [r.question for r in table] == ["q1"] * 3 + ["q2"] * 3 + ["q3", "q4"]
@@ -136,8 +141,9 @@ def test_stage_option():
     gold = ev.gold_from_dict(GOLD)
     _check(ev.evaluate(gold, ROWS, questions=["q1", "q2"], stage="extractive"), EXTRACTIVE)
     normalized = _by_key(ev.evaluate(gold, ROWS, questions=["q2"], stage="normalized"))
-    # normalized only: A p1 [SPSS] .5, p2 and p3 nothing -> 1 each
-    assert normalized[("q2", A)].metrics["F1"] == pytest.approx(2.5 / 3)
+    # normalized only: A p1 [SPSS] .5, p2 and p3 nothing -> EM 1 each, F1 left out
+    assert normalized[("q2", A)].metrics["F1"] == pytest.approx(0.5)
+    assert normalized[("q2", A)].metrics["EMat"] == pytest.approx(2.5 / 3)
 
 
 def test_similar_match_with_injected_similarity():
@@ -178,13 +184,13 @@ def test_question_without_scorable_papers_is_skipped():
 
 def test_paper_ids_resolve_by_file_stem():
     renamed = [dict(r, paper_id=f"hash-{r['paper_id']}") for r in ROWS]
-    rows = _by_key(ev.evaluate(ev.gold_from_dict(GOLD), renamed, questions=["q1"], texts=TEXTS))
+    rows = _by_key(ev.evaluate(ev.gold_from_dict(GOLD), renamed, questions=["q1"], texts=RAN))
     assert rows[("q1", B)].metrics["F1"] == pytest.approx((0.5 + 1 + 2 / 3) / 3)
 
 
-def _write_dataset(tmp_path: Path) -> tuple[Path, Path, Path]:
+def _write_dataset(tmp_path: Path, corpus: dict[str, str] = RAN) -> tuple[Path, Path, Path]:
     texts = tmp_path / "text.json"
-    texts.write_text(json.dumps(json.dumps(TEXTS)), encoding="utf-8")  # encoded twice, as published
+    texts.write_text(json.dumps(json.dumps(corpus)), encoding="utf-8")  # encoded twice, as published
     gold = tmp_path / "answers.json"
     gold.write_text(json.dumps(GOLD), encoding="utf-8")
     pred = tmp_path / "results.jsonl"
@@ -214,8 +220,10 @@ def test_cli_writes_csv_and_markdown(tmp_path, capsys):
     assert (out / "eval.md").read_text().startswith("### q1")
 
 
-def _export(tmp_path: Path, suffix: str) -> Path:
-    """Write ROWS through the project's own exporter (the contract `mlpsych eval` reads)."""
+def _export(tmp_path: Path, suffix: str, corpus: dict[str, str] = RAN,
+            errors: dict[str, list[str]] | None = None) -> Path:
+    """Write ROWS through the project's own exporter (the contract `mlpsych eval` reads): a run of ``corpus``
+    whose papers had these ``errors`` (the papers sheet's status)."""
     from mlpsych.answers import Answer
     from mlpsych.documents import Document
     from mlpsych.export import write_result
@@ -229,8 +237,8 @@ def _export(tmp_path: Path, suffix: str) -> Path:
         answers.append(Answer(doc_id=r["paper_id"], question_id=r["question_id"].split(":")[0], text=r["answer"],
                               stage=r["stage"], models=list(r["models"]), score=r["score"],
                               bridge_entity=r["bridge_entity"], ensemble=ensemble, final=final))
-    result = RunResult(documents=[Document(id=k, text=v, source_path=f"{k}.txt") for k, v in TEXTS.items()],
-                       questions=load_question_sets(["mlpsych"]), answers=answers)
+    result = RunResult(documents=[Document(id=k, text=v, source_path=f"{k}.txt") for k, v in corpus.items()],
+                       questions=load_question_sets(["mlpsych"]), answers=answers, errors=dict(errors or {}))
     return write_result(result, tmp_path / f"results{suffix}")
 
 

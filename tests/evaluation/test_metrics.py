@@ -72,13 +72,15 @@ def test_mentions_short_acronym_is_substring_unless_configured():
     assert mentions("random forests (RF)", "RF", whole_word_max_len=2)
 
 
-def test_empty_gold_scores_one_only_without_predictions():
+def test_empty_gold_scores_one_only_without_predictions_and_has_no_f1():
     nothing = score_item([], [], similarity=lambda a, b: 0.0)
-    assert (nothing.f1, nothing.em, nothing.smat, nothing.ment, nothing.concat_f1) == (1, 1, 1, 1, 1)
+    assert (nothing.em, nothing.smat, nothing.ment, nothing.concat_f1) == (1, 1, 1, 1)
     something = score_item([], ["SAS"], similarity=lambda a, b: 1.0)
-    assert (something.f1, something.em, something.smat, something.ment, something.concat_f1) == (0, 0, 0, 0, 0)
+    assert (something.em, something.smat, something.ment, something.concat_f1) == (0, 0, 0, 0)
+    # F1 of an empty gold list is undefined (the paper's np.mean([]) is NaN), with or without predictions
+    assert math.isnan(nothing.f1) and math.isnan(something.f1)
     blank = score_item([], ["  ", ""])  # blank answers are no answers
-    assert blank.f1 == 1.0 and blank.n_pred == 0 and blank.smat is None
+    assert blank.em == 1.0 and math.isnan(blank.f1) and blank.n_pred == 0 and blank.smat is None
 
 
 # Worked example 1
@@ -132,9 +134,10 @@ def test_duplicates_are_dropped():
 # item1 = worked example 1
 # item2: gold ["SPSS", "R"], preds ["SPSS", "Python"]: F1 (1+0)/2, EM 0.5, Ment 0.5, tp 1,
 #        partial precision 1+0, partial recall 1+0, Qasper [spss, r] vs [spss, python] -> 0.5, words 2
-# item3: empty gold, no prediction -> all 1, Qasper 1
-# item4: empty gold, ["SAS"] -> all 0, Qasper 0, words 1
-# F1 = (7/12 + 0.5 + 1 + 0) / 4 = 25/48; EM = (0 + .5 + 1 + 0)/4 = 0.375; Ment = (1 + .5 + 1 + 0)/4 = 0.625
+# item3: empty gold, no prediction -> EM, Ment 1, F1 undefined, Qasper 1
+# item4: empty gold, ["SAS"] -> EM, Ment 0, F1 undefined, Qasper 0, words 1
+# F1 over items 1-2 only = (7/12 + 0.5) / 2 = 13/24; EM = (0 + .5 + 1 + 0)/4 = 0.375; Ment = (1 + .5 + 1 + 0)/4
+# = 0.625
 # spans/answer = (4+2+0+1)/4 = 1.75; words/span = (6+2+0+1)/7 = 9/7
 # MultiSpanQA exact micro: tp 1, predicted 7, gold 4 -> P 1/7, R 1/4, F1 = 2/11
 # partial micro: P = (2+1+0)/7 = 3/7, R = (4/3+1)/4 = 7/12, F1 = 2PR/(P+R) = 42/85
@@ -147,7 +150,7 @@ def test_aggregate_worked_example():
         score_item([], ["SAS"]),
     ]
     result = aggregate(items)
-    assert result["F1"] == pytest.approx(25 / 48)
+    assert result["F1"] == pytest.approx(13 / 24)  # was (7/12 + .5 + 1 + 0)/4 = 25/48 with empty gold counted
     assert result["EMat"] == pytest.approx(0.375)
     assert result["Ment"] == pytest.approx(0.625)
     assert math.isnan(result["SMat"])
@@ -165,3 +168,11 @@ def test_aggregate_worked_example():
 
 def test_aggregate_of_nothing_is_nan():
     assert math.isnan(aggregate([])["F1"])
+
+
+def test_aggregate_of_empty_gold_only_has_no_f1():
+    result = aggregate([score_item([], []), score_item([], ["SAS"])])
+    assert math.isnan(result["F1"])
+    assert result["EMat"] == 0.5 and result["Ment"] == 0.5 and result["n"] == 2
+    # the prediction on an empty-gold paper is a false positive of the micro P/R/F1
+    assert (result["P"], result["R"], result["mF1"]) == (0.0, 0.0, 0.0)
