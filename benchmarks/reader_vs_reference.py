@@ -41,15 +41,17 @@ QUESTION = "What machine learning or natural language processing techniques were
 SIZES = {"deberta-v2": "large", "electra": "large"}
 
 
-def ensure_ref_venv(venv: Path) -> Path:
-    """The reference environment's python; created and filled with pip on first use."""
+def ensure_ref_venv(venv: Path, pins: list[str] | None = None) -> Path:
+    """The reference environment's python; created and filled with pip on first use (``pins`` replace the
+    transformers<5 requirement, e.g. an exact version)."""
+    packages = REF_PACKAGES if not pins else [p for p in REF_PACKAGES if not p.startswith("transformers")] + pins
     python = venv / "bin" / "python"
     probe = [str(python), "-c", "import transformers, torch; assert int(transformers.__version__.split('.')[0]) < 5"]
     if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
         return python
-    print(f"creating the reference environment in {venv} (pip install {' '.join(REF_PACKAGES)}) ...", flush=True)
+    print(f"creating the reference environment in {venv} (pip install {' '.join(packages)}) ...", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", *REF_PACKAGES], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True)
     return python
 
 

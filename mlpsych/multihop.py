@@ -16,8 +16,10 @@ from mlpsych.questions import QuestionTemplate
 log = logging.getLogger(__name__)
 
 
-def bridge_entities(answers: list[Answer], cap: int) -> list[str]:
-    """Entities to ask about: grounded normalized answers if any, else extractive; best score first, capped."""
+def bridge_entities(answers: list[Answer], cap: int, case: str = "casefold") -> list[str]:
+    """Entities to ask about: grounded normalized answers if any, else extractive; best score first, capped.
+    A repeated entity is asked once, compared ignoring case (``casefold``) or as written (``exact``, the
+    released code's union of lists)."""
     normalized = [a for a in answers if a.stage == "normalized"]
     pool = normalized or [a for a in answers if a.stage == "extractive"]
     ranked = sorted(pool, key=lambda a: -a.score)  # stable: equal scores keep the stage's order
@@ -25,7 +27,7 @@ def bridge_entities(answers: list[Answer], cap: int) -> list[str]:
     seen: set[str] = set()
     for answer in ranked:
         entity = " ".join(answer.text.split())
-        key = entity.casefold()
+        key = entity.casefold() if case == "casefold" else entity
         if entity and key not in seen:
             seen.add(key)
             entities.append(entity)

@@ -27,6 +27,7 @@ from mlpsych.progress import ProgressCallback, ProgressEvent
 from mlpsych.questions import QuestionSet, QuestionTemplate
 from mlpsych.reading.merge import combine, merge_spans
 from mlpsych.reading.reader import Query, Reader
+from mlpsych.reading.released import per_entity_answers, released_answers, union_of_models
 from mlpsych.retrieval import WindowSelector, plan_for, restrict
 from mlpsych.settings import RunSettings
 
@@ -179,7 +180,7 @@ class Pipeline:
             question_id=question.id,
             text=text,
             top_k=question.top_k,
-            max_answer_tokens=question.answer_tokens,
+            max_answer_tokens=self.settings.reader.max_answer_tokens or question.answer_tokens,
             allow_empty=question.allow_empty,
             bridge_entity=entity,
         )
@@ -320,11 +321,15 @@ class Pipeline:
 
     # -- answers -----------------------------------------------------------------------------------------
     def _answers(self, unit: _Unit, spans: dict[str, list[Span]]) -> tuple[list[Answer], dict[str, list[Answer]]]:
-        """Per-model answer rows and, for several models, the combined rows."""
-        per_model = {m: merge_spans(unit.doc, s, merge=unit.question.merge) for m, s in spans.items()}
+        """Per-model answer rows and, for several models, the combined rows (by the settings' ``answers`` rules)."""
+        rules = self.settings.answers
+        per_model = {m: self._model_answers(unit, s) for m, s in spans.items()}
         rows = [a for answers in per_model.values() for a in answers]
         if len(spans) > 1:
-            combined = combine(unit.doc, spans, merge=unit.question.merge)
+            if rules.models == "union":
+                combined = union_of_models(per_model)
+            else:
+                combined = combine(unit.doc, spans, merge=unit.question.merge)
             for a in combined:
                 a.ensemble = True
             rows += combined
@@ -334,6 +339,16 @@ class Pipeline:
         for a in final:
             a.final = True
         return rows, per_model
+
+    def _model_answers(self, unit: _Unit, spans: list[Span]) -> list[Answer]:
+        """One model's answers: the released code's per-entity cut for a sub-question, if asked for, else the
+        merging rules chosen."""
+        rules = self.settings.answers
+        if unit.query.bridge_entity is not None and rules.per_entity:
+            return per_entity_answers(unit.doc, spans, keep=rules.per_entity)
+        if rules.rules == "released":
+            return released_answers(unit.doc, spans, merge=unit.question.merge)
+        return merge_spans(unit.doc, spans, merge=unit.question.merge)
 
     def _normalize(self, level_units: list[_Normalizable], rows: list[Answer], result: RunResult) -> None:
         """LLM normalization for the questions that ask for it; without a usable LLM, extractive answers stay.
@@ -461,7 +476,8 @@ class Pipeline:
 
         cap = self.settings.max_sub_questions or question.max_sub_questions
         retrieving = plan_for(question.retrieval, self.settings.retrieval) is not None
-        entities = entities_to_ask(question, bridge_entities(bridge, cap), retrieving)
+        entities = entities_to_ask(question, bridge_entities(bridge, cap, self.settings.answers.entity_case),
+                                   retrieving)
         return [_Unit(doc, question, self._query(question, text, entity))
                 for entity, text in sub_questions(question, entities)]
 

@@ -6,7 +6,7 @@ set and run settings in one call, so the CLI's ``--preset fast`` and the app's p
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +26,19 @@ class ReaderSettings(BaseModel):
     null_threshold: float = 0.0  # for may-be-empty questions: a span must beat the no-answer score by this margin
     device: str = "auto"
     dtype: str = "auto"
+    # Where mlpsych reads differently from the transformers question-answering pipeline the paper's code used; each
+    # is one field so benchmarks/answer_quality.py can measure every deviation alone (``--preset reference`` sets
+    # them all to the pipeline's behaviour).
+    # "shared": windows laid out once per paper with ``question_tokens`` of room (every question reads the same
+    # windows); "per_question": each question's windows fill ``max_length`` around its own tokens (the pipeline).
+    layout: Literal["shared", "per_question"] = "shared"
+    max_answer_tokens: int | None = Field(default=None, ge=1)  # longest span; None: the template's (by kind)
+    snap_to_words: bool = False  # spans widened to the tokenizer's whole words (the pipeline's align_to_words)
+    keep_blank_tokens: bool = False  # keep tokens that cover only white space (bare "▁" pieces) in the input
+    # "n_best": the top ``n_best`` starts x ends of a window; "exhaustive": every (start, end) pair in the
+    # length band, as the pipeline searches.
+    search: Literal["n_best", "exhaustive"] = "n_best"
+    dedupe: bool = True  # a span read in two overlapping windows counts once (the pipeline keeps both)
 
     def cache_fields(self) -> dict:
         """Settings that change the result: windowing, decoding and the dtype the model runs in, ``auto`` resolved
@@ -33,7 +46,7 @@ class ReaderSettings(BaseModel):
         maximum, which its fingerprint covers. Device and batch size change nothing beyond float noise."""
         from mlpsych.models import dtype_name
 
-        fields = {k: getattr(self, k) for k in ("stride", "max_length", "question_tokens", "n_best", "null_threshold")}
+        fields = self.model_dump(exclude={"device", "dtype", "batch_size"})
         return {**fields, "dtype": dtype_name(self.dtype, self.device)}
 
 
@@ -50,6 +63,23 @@ class LLMSettings(BaseModel):
     max_new_tokens: int = Field(default=256, ge=8, le=4096)
     batch_size: int = Field(default=4, ge=1)
     max_input_items: int = Field(default=60, ge=1)  # extractive answers shown to the LLM per prompt
+
+
+class AnswerSettings(BaseModel):
+    """How a model's raw spans become answers, and several models' answers one list."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # "mlpsych": reading.merge (position overlap, whole-word containment ignoring case); "released": the paper's
+    # released post-processing (reading.released: touching spans merge, case-sensitive substrings, score filter).
+    rules: Literal["mlpsych", "released"] = "mlpsych"
+    # "joint": all models' spans merged together (agreement counted); "union": each model's answers, then the
+    # plain union of their texts (the released code).
+    models: Literal["joint", "union"] = "joint"
+    # Multi-hop: answers kept per entity, of the ``top_k`` read (released: 3 of 5, substring de-duplication
+    # only); None keeps every answer of the question's merging rules.
+    per_entity: int | None = Field(default=None, ge=1)
+    entity_case: Literal["casefold", "exact"] = "casefold"  # how repeated bridge entities are told apart
 
 
 class RetrievalSettings(BaseModel):
@@ -80,6 +110,7 @@ class RunSettings(BaseModel):
     reader: ReaderSettings = Field(default_factory=ReaderSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    answers: AnswerSettings = Field(default_factory=AnswerSettings)
     max_sub_questions: int | None = Field(default=None, ge=1)
     preset: str | None = None  # the preset applied, for the run sheet
 
@@ -88,6 +119,7 @@ class RunSettings(BaseModel):
         out = {f"reader.{k}": v for k, v in self.reader.model_dump().items()}
         out.update({f"llm.{k}": v for k, v in self.llm.model_dump().items()})
         out.update({f"retrieval.{k}": v for k, v in self.retrieval.model_dump().items()})
+        out.update({f"answers.{k}": v for k, v in self.answers.model_dump().items()})
         out["max_sub_questions"] = self.max_sub_questions
         out["preset"] = self.preset
         return out
@@ -118,7 +150,9 @@ ONE_READER_SUBSTITUTES: dict[str, str] = {
 
 
 class Preset(BaseModel):
-    """A named run configuration: how windows are chosen and which reader models stand in for the templates'."""
+    """A named run configuration: how windows are chosen, which reader models stand in for the templates', and
+    settings or template fields it fixes (``settings``: RunSettings sections to fields; ``questions``: fields of
+    questions without a bridge; ``follow_ups``: fields of bridged questions)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -126,6 +160,9 @@ class Preset(BaseModel):
     description: str
     retrieval: RetrievalSettings
     model_substitutions: dict[str, str] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    questions: dict[str, Any] = Field(default_factory=dict)
+    follow_ups: dict[str, Any] = Field(default_factory=dict)
 
 
 PRESETS: dict[str, Preset] = {
@@ -155,6 +192,39 @@ def get_preset(name: str) -> Preset:
         raise ValueError(f"unknown preset {name!r} (choose from: {', '.join(PRESETS)})") from None
 
 
+# The paper's released code: the transformers 4.x question-answering pipeline called with top_k=30 and
+# doc_stride=128 (max_seq_len 384, max_answer_len 15, words, duplicates kept), its post-processing
+# (reading.released) on the top 20, a plain union of models, every entity asked about with 3 of 5 answers kept.
+REFERENCE = {
+    "reader": {"max_length": 384, "stride": 128, "layout": "per_question", "max_answer_tokens": 15,
+               "snap_to_words": True, "keep_blank_tokens": True, "search": "exhaustive", "dedupe": False,
+               "null_threshold": 0.0, "dtype": "fp32"},
+    "answers": {"rules": "released", "models": "union", "per_entity": 3, "entity_case": "exact"},
+    "max_sub_questions": 10_000,
+}
+REFERENCE_QUESTIONS = {"top_k": 20, "merge": True, "allow_empty": False}
+REFERENCE_FOLLOW_UPS = {"top_k": 5, "merge": False, "allow_empty": False}
+
+PRESETS["reference"] = Preset(
+    name="reference",
+    description="The paper's released code, reproduced to replicate its tables: every window read by the "
+                "template's models as the transformers 4 question-answering pipeline reads (384-token windows per "
+                "question, answers of at most 15 tokens snapped to words, the top 20 kept), the released merging, "
+                "a plain union of the models' answers, every q1 entity asked about (3 answers of 5 kept), fp32.",
+    retrieval=RetrievalSettings(read="all"),
+    settings=REFERENCE,
+    questions=REFERENCE_QUESTIONS,
+    follow_ups=REFERENCE_FOLLOW_UPS,
+)
+
+
+def _deep_update(base: dict, changes: dict) -> dict:
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = _deep_update(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
 def substitute_models(questions, substitutions: dict[str, str]):
     """A copy of the question set with model ids replaced (a model that becomes a duplicate is read once)."""
     if not substitutions:
@@ -173,5 +243,10 @@ def apply_preset(preset: str | Preset, questions, settings: RunSettings | None =
     """
     chosen = get_preset(preset) if isinstance(preset, str) else preset
     base = settings or RunSettings()
-    new_settings = base.model_copy(update={"retrieval": chosen.retrieval.model_copy(), "preset": chosen.name})
-    return substitute_models(questions, chosen.model_substitutions), new_settings
+    data = _deep_update(base.model_dump(), chosen.settings)
+    data.update(retrieval=chosen.retrieval.model_dump(), preset=chosen.name)
+    questions = substitute_models(questions, chosen.model_substitutions)
+    if chosen.questions or chosen.follow_ups:
+        questions = questions.model_copy(update={"questions": [
+            q.model_copy(update=chosen.follow_ups if q.bridge_from else chosen.questions) for q in questions.questions]})
+    return questions, RunSettings.model_validate(data)

@@ -177,3 +177,31 @@ def test_a_paper_whose_reading_fails_is_reported_and_the_group_read_with_it_is_k
     assert any("simulated kernel failure" in e for e in result.errors["bad"])
     answered = {a.doc_id for a in result.answers if a.final}
     assert answered == {"a", "b"}
+
+
+@pytest.mark.slow
+def test_reference_preset_unions_the_models_released_answers_and_keeps_three_per_entity(tiny_questions, tmp_path):
+    """--preset reference: each model's top 20 (duplicates kept) through the released rules, the final list the
+    plain union of the models' texts, and every q1 text asked about in q4 with at most 3 answers kept."""
+    from mlpsych.reading.released import released_answers, trim_bounds
+    from mlpsych.settings import apply_preset
+
+    qs, ref = apply_preset("reference", load_question_set(tiny_questions).select(["q1", "q4"]), settings())
+    ref.reader = ref.reader.model_copy(update={"max_length": 128, "stride": 32, "batch_size": 8})
+    result = Pipeline(qs, ref, ResultCache(tmp_path), progress=False).run(docs()[:1])
+    q1 = [a for a in result.answers if a.question_id == "q1"]
+    models = qs.get("q1").models
+    per_model = {m: [a for a in q1 if not a.ensemble and a.models == [m]] for m in models}
+    assert len(models) == 2 and all(per_model.values())
+    for model, answers in per_model.items():
+        raw = sorted({id(s): s for a in answers for s in a.spans}.values(), key=lambda s: -s.score)
+        assert len(raw) <= 20 and [a.text for a in released_answers(docs()[0], raw)] == [a.text for a in answers]
+    finals = [a for a in q1 if a.final]
+    assert all(a.ensemble for a in finals)
+    assert [a.text for a in finals] == list(dict.fromkeys(a.text for m in models for a in per_model[m]))
+    assert all(trim_bounds(a.text) == (0, len(a.text)) for a in finals)
+    q4 = [a for a in result.answers if a.question_id == "q4" and a.final]
+    entities = {a.bridge_entity for a in q4}
+    assert entities == {a.text for a in finals}  # every text of the union is asked about, as written
+    assert max(sum(1 for a in q4 if a.bridge_entity == e and a.models == [m]) for e in entities
+               for m in qs.get("q4").models) <= 3

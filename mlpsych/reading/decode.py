@@ -76,6 +76,49 @@ def decode_window(
     return candidates, null_score
 
 
+def decode_window_exhaustive(
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    context_mask: np.ndarray,
+    offsets: Sequence[tuple[int, int]],
+    *,
+    top_k: int,
+    max_answer_tokens: int,
+    null_index: int = 0,
+    window: int = 0,
+    pieces: np.ndarray | None = None,
+) -> tuple[list[WindowCandidate], float]:
+    """The transformers question-answering pipeline's search in one window: the ``top_k`` best of every
+    (start, end) pair of context tokens with ``0 <= end - start < max_answer_tokens``, scored as ``decode_window``
+    scores (probabilities over the context and the no-answer position). Spans of zero probability are not kept.
+    """
+    allowed = context_mask.astype(bool).copy()
+    allowed[null_index] = True
+    log_start = _log_softmax(np.where(allowed, start_logits, -np.inf))
+    log_end = _log_softmax(np.where(allowed, end_logits, -np.inf))
+    null_score = float(math.exp(log_start[null_index] + log_end[null_index]))
+    ctx = np.flatnonzero(context_mask)
+    if ctx.size == 0:
+        return [], null_score
+    p_start, p_end = np.exp(log_start[ctx]), np.exp(log_end[ctx])
+    band = np.triu(np.tril(np.outer(p_start, p_end), max_answer_tokens - 1))  # end >= start, length bounded
+    flat = band.ravel()
+    k = min(top_k, flat.size)
+    best = np.argpartition(-flat, k - 1)[:k] if k < flat.size else np.arange(flat.size)
+    best = best[np.argsort(-flat[best], kind="stable")]
+    candidates = []
+    for s, e in zip(*np.unravel_index(best, band.shape)):
+        score = float(band[s, e])
+        s, e = ctx[s], ctx[e]
+        if score <= 0.0 or (pieces is not None and pieces[s] != pieces[e]):
+            continue
+        char_start, char_end = offsets[s][0], offsets[e][1]
+        if char_end <= char_start or char_end - char_start > max_answer_tokens * MAX_CHARS_PER_TOKEN:
+            continue
+        candidates.append(WindowCandidate(char_start, char_end, score, null_score, window))
+    return candidates, null_score
+
+
 def rank_candidates(
     candidates: list[WindowCandidate],
     null_scores: list[float],
@@ -83,18 +126,22 @@ def rank_candidates(
     top_k: int,
     allow_empty: bool,
     null_threshold: float = 0.0,
+    dedupe: bool = True,
 ) -> list[WindowCandidate]:
-    """Spans of all windows ranked together; a span read in two overlapping windows counts once (best score).
+    """Spans of all windows ranked together; with ``dedupe`` a span read in two overlapping windows counts once
+    (best score), without it each window's find is kept, as the transformers pipeline keeps them.
 
     For a question that may have no answer, the no-answer option competes as in SQuAD2: its score is the
     lowest null score over the windows, and only spans above it (plus ``null_threshold``) are kept.
     """
-    best: dict[tuple[int, int], WindowCandidate] = {}
-    for c in candidates:
-        key = (c.char_start, c.char_end)
-        if key not in best or c.score > best[key].score:
-            best[key] = c
-    ranked = sorted(best.values(), key=lambda c: (-c.score, c.char_start, c.char_end))
+    if dedupe:
+        best: dict[tuple[int, int], WindowCandidate] = {}
+        for c in candidates:
+            key = (c.char_start, c.char_end)
+            if key not in best or c.score > best[key].score:
+                best[key] = c
+        candidates = list(best.values())
+    ranked = sorted(candidates, key=lambda c: (-c.score, c.char_start, c.char_end))
     if allow_empty and null_scores:
         floor = min(null_scores) + null_threshold
         ranked = [c for c in ranked if c.score > floor]

@@ -17,7 +17,7 @@ import numpy as np
 from mlpsych.answers import Span
 from mlpsych.documents import Document
 from mlpsych.models import free_memory, load_qa_model, load_tokenizer, pick_device, pick_dtype
-from mlpsych.reading.decode import WindowCandidate, decode_window, rank_candidates
+from mlpsych.reading.decode import WindowCandidate, decode_window, decode_window_exhaustive, rank_candidates
 from mlpsych.reading.windows import EncodedDocument, Window, make_windows, pack_passages
 from mlpsych.settings import ReaderSettings
 
@@ -82,6 +82,18 @@ def _learn_pair_template(tokenizer) -> _PairTemplate:
         context_type=types[c_pos[0]],
         uses_token_types="token_type_ids" in probe,
     )
+
+
+def _word_spans(word_ids: Sequence[int | None], offsets: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Each token's word as char span, from its first token's start to its last token's end (how a fast
+    tokenizer's ``word_to_chars`` reports it); a token outside any word is its own span."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, word in enumerate(word_ids):
+        if word is not None:
+            first.setdefault(word, offsets[i][0])
+            last[word] = offsets[i][1]
+    return [(first[w], last[w]) if w is not None else offsets[i] for i, w in enumerate(word_ids)]
 
 
 def _max_positions(model_id: str) -> int:
@@ -188,9 +200,9 @@ class Reader:
 
     @property
     def max_length(self) -> int:
-        if self.settings.max_length:
-            return self.settings.max_length
-        limits = [self._max_positions, self.tokenizer.model_max_length]
+        """Tokens per model input: the settings' length within what the model takes (as the pipeline's
+        ``min(model_max_length, max_seq_len)``), else the model's maximum."""
+        limits = [self._max_positions, self.tokenizer.model_max_length, self.settings.max_length]
         return int(min(x for x in limits if x and x > 0 and x < 100_000))
 
     @property
@@ -203,12 +215,15 @@ class Reader:
         if key not in self._encoded:
             self.load_tokenizer()
             enc = self.tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-            offsets = [self._strip_offset(doc.text, o) for o in enc["offset_mapping"]]
-            keep = [i for i, (a, b) in enumerate(offsets) if b > a]
-            ids = [enc["input_ids"][i] for i in keep]
-            offsets = [offsets[i] for i in keep]
-            encoded = EncodedDocument(ids, offsets)
-            encoded.windows = make_windows(offsets, self.context_tokens, self.settings.stride)
+            offsets = [tuple(o) for o in enc["offset_mapping"]]
+            keep = list(range(len(offsets)))
+            if not self.settings.keep_blank_tokens:
+                offsets = [self._strip_offset(doc.text, o) for o in offsets]
+                keep = [i for i, (a, b) in enumerate(offsets) if b > a]
+            words = _word_spans(enc.word_ids(), offsets) if self.settings.snap_to_words else None
+            encoded = EncodedDocument([enc["input_ids"][i] for i in keep], [offsets[i] for i in keep],
+                                      word_spans=[words[i] for i in keep] if words else None)
+            encoded.windows = make_windows(encoded.offsets, self.context_tokens, self.settings.stride)
             self._encoded[key] = encoded
             while len(self._encoded) > ENCODED_KEPT:  # papers of one batch group at most: memory stays bounded
                 self._encoded.pop(next(iter(self._encoded)))
@@ -239,6 +254,8 @@ class Reader:
 
     def _question_ids(self, text: str) -> list[int]:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if self.settings.layout == "per_question":  # the window makes room for the whole question
+            return ids[: self.max_length - self._template.special_count - self.settings.stride - 1]
         limit = self.settings.question_tokens + self.settings.stride // 2
         if len(ids) > limit:
             log.debug("question cut to %d tokens: %r", limit, text)
@@ -249,7 +266,7 @@ class Reader:
         takes the extra tokens from the window's end (its start for the last window), which the neighbour also
         reads. Packed windows were packed for their question's length and are read whole."""
         extra = max(0, q_len - self.settings.question_tokens)
-        if extra == 0 or window.pieces:
+        if extra == 0 or window.pieces or self.settings.layout == "per_question":
             return window.token_ranges
         if window.index == n_windows - 1 and n_windows > 1:
             return ((window.token_start + extra, window.token_end),)
@@ -266,6 +283,9 @@ class Reader:
                     chosen = self.packed_windows(doc, query.passages, query.text)
                 elif query.windows is not None:
                     chosen = [encoded.windows[i] for i in query.windows]
+                elif self.settings.layout == "per_question":
+                    size = self.max_length - self._template.special_count - len(q_ids)
+                    chosen = encoded.windows_for(size, self.settings.stride)
                 else:
                     chosen = encoded.windows
                 for window in chosen:
@@ -311,27 +331,36 @@ class Reader:
                 feature = inputs.feature
                 query = papers[feature.paper][1][feature.query]
                 length = len(inputs.ids)
+                paper = encoded[feature.paper]
                 mask, offsets, pieces = context_layout(inputs.context_offset, feature.context,
-                                                       encoded[feature.paper].offsets, length)
-                found, null = decode_window(
-                    starts[row, :length], ends[row, :length], mask, offsets, n_best=self.settings.n_best,
-                    max_answer_tokens=query.max_answer_tokens, window=feature.window.index, pieces=pieces,
-                )
+                                                       paper.word_spans or paper.offsets, length)
+                found, null = self._decode(starts[row, :length], ends[row, :length], mask, offsets, query,
+                                           feature.window.index, pieces)
                 candidates[feature.job].extend(found)
                 nulls[feature.job].append(null)
             for job in {inputs.feature.job for inputs in batch}:
                 if len(candidates[job]) > CANDIDATES_KEPT:  # only the best top_k spans can win: prune as we go
                     top_k = papers[job[0]][1][job[1]].top_k
-                    candidates[job] = rank_candidates(candidates[job], [], top_k=top_k, allow_empty=False)
+                    candidates[job] = rank_candidates(candidates[job], [], top_k=top_k, allow_empty=False,
+                                                      dedupe=self.settings.dedupe)
         results: list[dict[int, list[Span]]] = [{} for _ in papers]
         for pi, qi in jobs:
             doc, query = papers[pi][0], papers[pi][1][qi]
             ranked = rank_candidates(
                 candidates[(pi, qi)], nulls[(pi, qi)], top_k=query.top_k, allow_empty=query.allow_empty,
-                null_threshold=self.settings.null_threshold,
+                null_threshold=self.settings.null_threshold, dedupe=self.settings.dedupe,
             )
             results[pi][qi] = [self._to_span(doc, query, c) for c in ranked]
         return results
+
+    def _decode(self, starts: np.ndarray, ends: np.ndarray, mask: np.ndarray, offsets: list[tuple[int, int]],
+                query: Query, window: int, pieces: np.ndarray | None) -> tuple[list[WindowCandidate], float]:
+        """One window's spans by the settings' search: n-best starts x ends, or every pair as the pipeline."""
+        if self.settings.search == "exhaustive":
+            return decode_window_exhaustive(starts, ends, mask, offsets, top_k=query.top_k,
+                                            max_answer_tokens=query.max_answer_tokens, window=window, pieces=pieces)
+        return decode_window(starts, ends, mask, offsets, n_best=self.settings.n_best,
+                             max_answer_tokens=query.max_answer_tokens, window=window, pieces=pieces)
 
     def _forward_or_halve(self, batch: list[_Inputs]) -> tuple[np.ndarray | None, np.ndarray | None]:
         """The batch's logits; on CUDA out-of-memory, halve the batch size and return ``(None, None)`` so the

@@ -28,11 +28,21 @@ class Window:
 
 @dataclass
 class EncodedDocument:
-    """A paper tokenized once: token ids and their char offsets, and its windows."""
+    """A paper tokenized once: token ids, their char offsets and their words' char spans, and its windows."""
 
     ids: list[int]
     offsets: list[tuple[int, int]]
     windows: list[Window] = field(default_factory=list)
+    # Each token's whole word as the tokenizer splits words (for spans snapped to words); None: the token itself.
+    word_spans: list[tuple[int, int]] | None = None
+    _layouts: dict[tuple[int, int], list[Window]] = field(default_factory=dict, repr=False)
+
+    def windows_for(self, context_tokens: int, stride: int) -> list[Window]:
+        """Windows of another context size (a question laid out with its own length), made once per size."""
+        key = (context_tokens, stride)
+        if key not in self._layouts:
+            self._layouts[key] = make_windows(self.offsets, context_tokens, stride)
+        return self._layouts[key]
 
     @cached_property
     def starts(self) -> list[int]:

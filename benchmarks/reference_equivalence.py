@@ -1,0 +1,132 @@
+"""Proof that ``--preset reference`` reads as the paper's code read: the transformers 4 question-answering pipeline
+against mlpsych's reader in the reference settings, on the same papers, with the same trained reader.
+
+    python benchmarks/reference_equivalence.py --data ../shared/mlpsych --reader READER_FOLDER
+
+READER_FOLDER is a trained SQuAD2 reader (``mlpsych dev train-reader``). The pipeline runs in its own virtual
+environment with transformers 4.40 (``--ref-venv``, created once with pip; mlpsych is not installed there) through
+``benchmarks/_reference_qa.py``: ``pipeline("question-answering")(question, context, top_k=30, doc_stride=128)``,
+everything else default, fp32. mlpsych reads the same texts with ``Reader`` under the ``reference`` preset's reader
+settings. For every development paper and question (q1-q3, and q4 asked of one entity), the two raw top-30 lists
+must hold the same spans (char offsets, texts) with scores within ``--tolerance``; a span whose score ties another
+within the tolerance may swap places with it, and at the cut (rank 30) a span may differ when its score is within
+the tolerance of the cut. Exit status 1 when any list differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.reader_vs_reference import ensure_ref_venv, run_reference  # noqa: E402
+from mlpsych.documents import Document  # noqa: E402
+from mlpsych.evaluation import evaluate as ev  # noqa: E402
+from mlpsych.questions import load_question_set  # noqa: E402
+from mlpsych.reading.reader import Query, Reader  # noqa: E402
+from mlpsych.settings import PRESETS, ReaderSettings  # noqa: E402
+
+REF_VERSION = "transformers==4.40.2"  # the version the paper's code was released with
+TOP_K = 30
+FOLLOW_UP_ENTITY = "machine learning"  # q4 is asked of one entity every paper mentions
+
+
+def questions() -> list[str]:
+    library = load_question_set("mlpsych")
+    return [q.sub_question(FOLLOW_UP_ENTITY) if q.bridge_from else q.text for q in library.questions]
+
+
+def read_ours(reader_path: str, papers: list[dict], asked: list[str]) -> tuple[dict[str, list[list[dict]]], float]:
+    """Raw spans of mlpsych's reader in the reference preset's reader settings, per paper and question."""
+    settings = ReaderSettings(**{**PRESETS["reference"].settings["reader"], "device": "cpu"})
+    reader = Reader(reader_path, settings)
+    reader.warm_up()
+    found: dict[str, list[list[dict]]] = {}
+    started = time.perf_counter()
+    for paper in papers:
+        doc = Document(id=paper["id"], text=paper["text"])
+        queries = [Query(f"q{i}", text, top_k=TOP_K, max_answer_tokens=settings.max_answer_tokens)
+                   for i, text in enumerate(asked)]
+        spans = reader.run(doc, queries)
+        found[paper["id"]] = [[{"start": s.start, "end": s.end, "score": s.score, "answer": s.text}
+                               for s in spans[i]] for i in range(len(asked))]
+    return found, time.perf_counter() - started
+
+
+def compare(ref: list[dict], ours: list[dict], tolerance: float) -> tuple[list[str], float]:
+    """Differences between two ranked span lists (none when equivalent), as lines to print, and the largest score
+    difference of a matched pair."""
+    problems = []
+    worst = 0.0
+    cut = min(a["score"] for a in ref) if len(ref) >= TOP_K else -1.0
+    unmatched = list(ours)
+    for rank, a in enumerate(ref, start=1):
+        match = next((b for b in unmatched if (b["start"], b["end"]) == (a["start"], a["end"])
+                      and abs(b["score"] - a["score"]) <= tolerance), None)
+        if match is None:
+            if a["score"] > cut + tolerance:
+                problems.append(f"rank {rank}: pipeline {a['answer']!r} [{a['start']}:{a['end']}] {a['score']:.6f} "
+                                "not found")
+            continue
+        unmatched.remove(match)
+        worst = max(worst, abs(match["score"] - a["score"]))
+        if match["answer"] != a["answer"]:
+            problems.append(f"rank {rank}: text {match['answer']!r} != {a['answer']!r}")
+        position = ours.index(match) + 1
+        ties = [b for b in ours[min(rank, position) - 1: max(rank, position)] if abs(b["score"] - a["score"]) > tolerance]
+        if position != rank and ties:
+            problems.append(f"rank {rank}: at rank {position} in mlpsych's list ({a['answer']!r})")
+    problems += [f"extra in mlpsych: {b['answer']!r} [{b['start']}:{b['end']}] {b['score']:.6f}" for b in unmatched
+                 if b["score"] > cut + tolerance]
+    if len(ours) != len(ref):
+        problems.append(f"{len(ours)} spans, the pipeline {len(ref)}")
+    return problems, worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
+    parser.add_argument("--reader", required=True, help="a trained reader folder (Hub layout)")
+    parser.add_argument("--papers", type=int, default=None, help="only the first N development papers")
+    parser.add_argument("--tolerance", type=float, default=1e-4)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--ref-venv", type=Path, default=Path("/tmp/mlpsych-ref440-venv"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+
+    texts = ev.load_texts(args.data / "text.json")
+    ids = list(json.loads((args.data / "answers_dev.json").read_text(encoding="utf-8"))["q1"])[: args.papers]
+    asked = questions()
+    papers = [{"id": i, "text": texts[i], "questions": asked} for i in ids]
+    python = ensure_ref_venv(args.ref_venv, [REF_VERSION])
+    started = time.perf_counter()
+    reference = run_reference(python, Path(args.reader), papers, args.threads)
+    ref_seconds = time.perf_counter() - started
+    ours, our_seconds = read_ours(args.reader, papers, asked)
+
+    lists = equal = 0
+    worst = 0.0
+    for paper in reference["papers"]:
+        for i, ref in enumerate(paper["by_question"]):
+            lists += 1
+            mine = ours[paper["id"]][i]
+            problems, diff = compare(ref, mine, args.tolerance)
+            worst = max(worst, diff)
+            if problems:
+                print(f"{paper['id']} q{i + 1}: " + "; ".join(problems[:4]) + (" ..." if len(problems) > 4 else ""))
+            else:
+                equal += 1
+    print(f"transformers {reference['transformers']} pipeline vs mlpsych reference preset, reader "
+          f"{Path(args.reader).name}, {len(papers)} papers x {len(asked)} questions, top {TOP_K}")
+    print(f"equivalent lists: {equal} of {lists}; largest score difference of a matched span {worst:.2e} "
+          f"(tolerance {args.tolerance:g}); seconds: pipeline {ref_seconds:.0f} (with start-up), mlpsych {our_seconds:.0f}")
+    sys.exit(0 if equal == lists else 1)
+
+
+if __name__ == "__main__":
+    main()

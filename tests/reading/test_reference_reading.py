@@ -1,0 +1,95 @@
+"""The reader in the reference preset's settings reads as the transformers question-answering pipeline does: the
+same model inputs as the tokenizer's own question/context windows, spans snapped to its words, every pair searched,
+duplicates kept. (The pipeline itself runs in benchmarks/reference_equivalence.py, in a transformers 4 venv.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mlpsych.documents import Document
+from mlpsych.reading.decode import decode_window_exhaustive
+from mlpsych.reading.reader import Query, Reader
+from mlpsych.settings import PRESETS, ReaderSettings
+
+TEXT = " ".join(
+    f"In study {i}, participants (N = {100 + i}) were classified with random-forests (RF) and support vector "
+    f"machines;  the models were fitted in R with the caret package." for i in range(12)
+)
+QUESTION = "What machine learning or natural language processing techniques were used?"
+FAMILIES = ["deberta-v2", "albert", "electra", "roberta", "bert"]
+
+
+def reference_reader(path, **changes) -> Reader:
+    settings = {**PRESETS["reference"].settings["reader"], "max_length": 64, "stride": 16, "batch_size": 3, **changes}
+    return Reader(str(path), ReaderSettings(**settings))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_model_inputs_are_the_tokenizers_question_context_windows(tiny_models, family):
+    reader = reference_reader(tiny_models[family])
+    reader.load_tokenizer()
+    doc = Document(id="d", text=TEXT)
+    expected = reader.tokenizer(QUESTION, TEXT, truncation="only_second", max_length=64, stride=16,
+                                return_overflowing_tokens=True)["input_ids"]
+    features = reader._features([(doc, [Query("q1", QUESTION, 30, 15)])])
+    built = [reader._build(reader.encode(doc), f).ids for f in features]
+    assert built == expected
+    # the shared layout (mlpsych's default) reads other windows: this test would catch a preset that lost it
+    shared = Reader(str(tiny_models[family]), ReaderSettings(max_length=64, stride=16))
+    shared.load_tokenizer()
+    assert len(shared._features([(doc, [Query("q1", QUESTION, 30, 15)])])) != len(expected)
+
+
+@pytest.mark.parametrize("family", ["deberta-v2", "bert"])
+def test_spans_are_snapped_to_the_tokenizers_words(tiny_models, family):
+    reader = reference_reader(tiny_models[family])
+    doc = Document(id="d", text=TEXT)
+    spans = reader.run(doc, [Query("q1", QUESTION, 30, 15)])[0]
+    enc = reader.tokenizer(TEXT, add_special_tokens=False, return_offsets_mapping=True)
+    words = {enc.word_to_chars(w) for w in set(enc.word_ids()) if w is not None}
+    starts, ends = {w.start for w in words}, {w.end for w in words}
+    assert len(spans) == 30
+    assert all(s.start in starts and s.end in ends for s in spans)
+    unsnapped = reference_reader(tiny_models[family], snap_to_words=False).run(doc, [Query("q1", QUESTION, 30, 15)])[0]
+    assert [(s.start, s.end) for s in spans] != [(s.start, s.end) for s in unsnapped]
+
+
+def test_duplicates_from_overlapping_windows_are_kept_and_the_length_bound_is_the_settings(tiny_models):
+    doc = Document(id="d", text=TEXT)
+    kept = reference_reader(tiny_models["bert"]).run(doc, [Query("q1", QUESTION, 200, 15)])[0]
+    keys = [(s.start, s.end) for s in kept]
+    assert len(set(keys)) < len(keys)  # the same span found in two windows, twice
+    deduped = reference_reader(tiny_models["bert"], dedupe=True).run(doc, [Query("q1", QUESTION, 200, 15)])[0]
+    assert len({(s.start, s.end) for s in deduped}) == len(deduped)
+
+
+def test_blank_tokens_are_kept_in_the_input(tiny_models):
+    text = "We used SVM ,  random forest ( RF ) and R ."
+    doc = Document(id="d", text=text)
+    dropped = Reader(str(tiny_models["deberta-v2"]), ReaderSettings()).encode(doc)
+    reader = reference_reader(tiny_models["deberta-v2"])
+    kept = reader.encode(doc)
+    assert kept.ids == reader.tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(dropped.ids) < len(kept.ids)  # the bare "▁" pieces before punctuation
+
+
+def test_exhaustive_search_is_the_best_pairs_in_the_length_band():
+    rng = np.random.default_rng(3)
+    n, band, k = 40, 5, 12
+    starts, ends = rng.normal(size=n), rng.normal(size=n)
+    mask = np.zeros(n, dtype=bool)
+    mask[6:38] = True  # question tokens before, a separator after
+    offsets = [(10 * i, 10 * i + 5) for i in range(n)]
+    found, null = decode_window_exhaustive(starts, ends, mask, offsets, top_k=k, max_answer_tokens=band)
+    allowed = mask.copy()
+    allowed[0] = True
+    p_start = np.exp(starts - starts[allowed].max()) * allowed
+    p_start /= p_start.sum()
+    p_end = np.exp(ends - ends[allowed].max()) * allowed
+    p_end /= p_end.sum()
+    pairs = sorted(((p_start[s] * p_end[e], s, e) for s in range(6, 38) for e in range(s, min(s + band, 38))),
+                   reverse=True)[:k]
+    assert [(c.char_start, c.char_end) for c in found] == [(offsets[s][0], offsets[e][1]) for _, s, e in pairs]
+    assert [c.score for c in found] == pytest.approx([p for p, _, _ in pairs], rel=1e-6)
+    assert null == pytest.approx(p_start[0] * p_end[0], rel=1e-6)
