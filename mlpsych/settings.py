@@ -218,10 +218,11 @@ PRESETS["reference"] = Preset(
 )
 
 
-def _deep_update(base: dict, changes: dict) -> dict:
+def deep_update(base: dict, changes: dict) -> dict:
+    """``base`` with ``changes`` applied, nested dicts merged key by key (neither is modified)."""
     out = dict(base)
     for key, value in changes.items():
-        out[key] = _deep_update(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = deep_update(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
 
 
@@ -243,7 +244,7 @@ def apply_preset(preset: str | Preset, questions, settings: RunSettings | None =
     """
     chosen = get_preset(preset) if isinstance(preset, str) else preset
     base = settings or RunSettings()
-    data = _deep_update(base.model_dump(), chosen.settings)
+    data = deep_update(base.model_dump(), chosen.settings)
     data.update(retrieval=chosen.retrieval.model_dump(), preset=chosen.name)
     questions = substitute_models(questions, chosen.model_substitutions)
     if chosen.questions or chosen.follow_ups:

@@ -1,0 +1,243 @@
+"""Answer quality of the presets and of each deviation of the default from the paper's code, scored on real answers.
+
+    python benchmarks/answer_quality.py --data ../shared/mlpsych --reader READER_FOLDER [--arms a,b,...]
+
+READER_FOLDER is a real SQuAD2 reader (``mlpsych dev train-reader``); it stands in every reader slot of every arm
+(an ensemble of one model: the union-of-models deviation cannot be measured this way). The development papers are
+read through the whole pipeline with the LLM stage off (extractive answers) and scored by ``mlpsych eval``'s rules
+(the reference's: a paper without prediction scores 0; q2's empty gold scores EM/Mentions, F1 left out).
+
+Arms: ``reference`` (the paper's code), ``paper`` (mlpsych's default), ``fast``, ``paper-bf16`` (the default with the
+reader in bf16), and ``paper`` with one deviation at a time set back to the reference's behaviour (``+windows``,
+``+answer-len`` ...: see ``ARMS``). Every arm but ``paper-bf16`` runs the reader in fp32. q4 (every q1 answer asked
+about, each reading the whole paper) runs in the arms named in ``--q4-arms`` only, on the first ``--q4-papers``
+papers, since it costs several times q1-q3.
+
+The papers are split into two fixed halves (alternate papers in the gold's order); each arm prints per question
+F1, EM, Mentions, the precision-aware micro F1 (exact: mF1; partial overlap: pF1), answers per paper and words per
+answer, on each half and pooled with a 95% bootstrap interval, then the arms' differences from ``paper`` per half
+with paired bootstrap intervals, the windows read and the seconds. Arms share one cache: an arm whose reads equal
+another's reads nothing and shows only its own seconds. The F1 and Mentions of the paper take, for each gold
+answer, the best predicted answer, so more answers never lower them: read them beside answers per paper and mF1/pF1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mlpsych.cache import ResultCache  # noqa: E402
+from mlpsych.documents import Document  # noqa: E402
+from mlpsych.evaluation import evaluate as ev  # noqa: E402
+from mlpsych.evaluation.metrics import ItemScore, aggregate  # noqa: E402
+from mlpsych.export import answer_rows  # noqa: E402
+from mlpsych.pipeline import Pipeline  # noqa: E402
+from mlpsych.questions import QuestionSet, load_question_set  # noqa: E402
+from mlpsych.settings import RunSettings, deep_update, apply_preset, substitute_models  # noqa: E402
+
+METRICS = ("F1", "EMat", "Ment", "mF1", "pF1", "spans/answer", "words/span")
+LABELS = {"spans/answer": "answers/paper", "words/span": "words/answer"}
+DIFF_METRICS = ("F1", "Ment", "mF1", "pF1", "spans/answer")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A configuration: a preset, then settings and template fields changed on top of it."""
+
+    preset: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    questions: dict[str, dict[str, Any]] = field(default_factory=dict)  # question id -> fields
+    deviation: str = ""
+
+
+FP32 = {"reader": {"dtype": "fp32"}}
+ARMS: dict[str, Arm] = {
+    "reference": Arm("reference"),
+    "paper": Arm("paper", FP32),
+    "fast": Arm("fast", FP32),
+    "paper-bf16": Arm("paper", {"reader": {"dtype": "bf16"}}, deviation="reader in bf16"),
+    # the default with one of its deviations set back to the paper's code
+    "+windows": Arm("paper", deep_update(FP32, {"reader": {"max_length": 384, "layout": "per_question"}}),
+                    deviation="384-token windows laid out per question (not the model's 512, shared)"),
+    "+answer-len": Arm("paper", deep_update(FP32, {"reader": {"max_answer_tokens": 15}}),
+                       deviation="answers of at most 15 tokens (not 30 / 96 by kind)"),
+    "+words": Arm("paper", deep_update(FP32, {"reader": {"snap_to_words": True}}),
+                  deviation="spans snapped to the tokenizer's words"),
+    "+search": Arm("paper", deep_update(FP32, {"reader": {"search": "exhaustive"}}),
+                   deviation="every start/end pair searched (not the top-20 starts x ends)"),
+    "+duplicates": Arm("paper", deep_update(FP32, {"reader": {"dedupe": False}}),
+                       deviation="a span found in two windows kept twice before the top-k cut"),
+    "+top20": Arm("paper", FP32, {"q2": {"top_k": 20, "allow_empty": False, "merge": True}, "q3": {"top_k": 20}},
+                  deviation="top 20 for every question, no null-score filter, q2 merged"),
+    "+merging": Arm("paper", deep_update(FP32, {"answers": {"rules": "released"}}),
+                    deviation="the released merging rules"),
+    "+q4": Arm("paper", deep_update(FP32, {"answers": {"per_entity": 3, "entity_case": "exact"},
+                                            "max_sub_questions": 10_000}),
+               deviation="q4: every q1 answer asked, 3 of 5 answers kept per entity"),
+}
+
+
+def arm_config(arm: Arm, library: QuestionSet, reader: str) -> tuple[QuestionSet, RunSettings]:
+    questions, settings = apply_preset(arm.preset, library, RunSettings())
+    data = deep_update(settings.model_dump(), arm.settings)
+    data["llm"]["enabled"] = False
+    data["reader"]["device"] = "cpu"
+    changed = [q.model_copy(update=arm.questions.get(q.id, {})) for q in questions.questions]
+    questions = questions.model_copy(update={"questions": changed})
+    return substitute_models(questions, {m: reader for q in questions.questions for m in q.models}), \
+        RunSettings.model_validate(data)
+
+
+def run_arm(arm: Arm, library: QuestionSet, reader: str, docs: list[Document], cache: ResultCache) -> dict:
+    questions, settings = arm_config(arm, library, reader)
+    pipeline = Pipeline(questions, settings, cache, progress=True)
+    started = time.perf_counter()
+    result = pipeline.run(docs)
+    return {"rows": answer_rows(result, final_only=True), "seconds": time.perf_counter() - started,
+            "windows": pipeline.windows_read, "errors": result.errors}
+
+
+def items_by_question(gold: dict, rows: list[dict], asked: list[str], texts: dict[str, str]) -> dict[str, list]:
+    """Per question, one ItemScore per paper in the plan's fixed paper order (the same for every arm)."""
+    table = ev.evaluate(gold, rows, questions=asked, texts=texts)
+    return {row.question: row.items for row in table}
+
+
+def bootstrap(items: list[ItemScore], metric: str, rounds: int, seed: int,
+              other: list[ItemScore] | None = None) -> tuple[float, float]:
+    """95% percentile interval of ``metric`` (or of its paired difference from ``other``) over resampled papers."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(rounds):
+        pick = rng.integers(0, len(items), len(items))
+        value = aggregate([items[i] for i in pick])[metric]
+        if other is not None:
+            value -= aggregate([other[i] for i in pick])[metric]
+        if not math.isnan(value):
+            values.append(value)
+    return (float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))) if values else (math.nan, math.nan)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
+    parser.add_argument("--reader", required=True, help="a trained reader folder standing in for every model")
+    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--q4-arms", default="reference,paper,+q4")
+    parser.add_argument("--q4-papers", type=int, default=8, help="q4 is asked of the first N papers only")
+    parser.add_argument("--papers", type=int, default=None, help="only the first N development papers")
+    parser.add_argument("--rounds", type=int, default=1000, help="bootstrap resamples")
+    parser.add_argument("--cache", type=Path, default=None, help="cache folder shared by the arms (default: a temp one)")
+    parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+
+    texts = ev.load_texts(args.data / "text.json")
+    gold = ev.gold_from_dict(json.loads((args.data / "answers_dev.json").read_text(encoding="utf-8")))
+    ids = list(gold["q1"])[: args.papers]
+    docs = [Document(id=i, text=texts[i]) for i in ids]
+    corpus = {d.id: d.text for d in docs}
+    halves = {"A": [i for n, i in enumerate(ids) if n % 2 == 0], "B": [i for n, i in enumerate(ids) if n % 2 == 1]}
+    arms = [a for a in args.arms.split(",") if a]
+    q4_arms = set(args.q4_arms.split(","))
+    library = load_question_set("mlpsych")
+    cache_dir = args.cache or Path(tempfile.mkdtemp(prefix="mlpsych-answer-quality-"))
+    cache = ResultCache(cache_dir)
+
+    runs: dict[str, dict] = {}
+    for name in arms:
+        print(f"arm {name}: {ARMS[name].deviation or ARMS[name].preset}", flush=True)
+        runs[name] = run_arm(ARMS[name], library.select(["q1", "q2", "q3"]), args.reader, docs, cache)
+        runs[name]["asked"] = ["q1", "q2", "q3"]
+        if name in q4_arms:  # q1 again (from the cache) and its follow-up, on the first papers
+            follow = run_arm(ARMS[name], library.select(["q1", "q4"]), args.reader, docs[: args.q4_papers], cache)
+            runs[name]["rows"] += [r for r in follow["rows"] if r["question_id"] == "q4"]
+            runs[name]["seconds"] += follow["seconds"]
+            runs[name]["windows"] += follow["windows"]
+            runs[name]["asked"].append("q4")
+        for doc_id, problems in runs[name]["errors"].items():
+            print(f"  {doc_id}: {'; '.join(problems)}")
+
+    figures: dict[str, dict] = {}
+    for name in arms:
+        asked = runs[name]["asked"]
+        first = [q for q in asked if q != "q4"]
+        per_half = {h: items_by_question({q: {p: g for p, g in gold.get(q, {}).items() if p in papers}
+                                              for q in first}, runs[name]["rows"], first,
+                                         {p: corpus[p] for p in papers}) for h, papers in halves.items()}
+        pooled = items_by_question({q: {p: g for p, g in gold.get(q, {}).items() if p in corpus} for q in first},
+                                   runs[name]["rows"], first, corpus)
+        if "q4" in asked:  # scored on the papers it was asked of
+            q4_ids = set(ids[: args.q4_papers])
+            for scope, papers in [("pooled", ids), *halves.items()]:
+                q4_gold = {"q4": {p: g for p, g in gold.get("q4", {}).items() if p in q4_ids and p in papers}}
+                if not q4_gold["q4"]:
+                    continue
+                found = items_by_question(q4_gold, runs[name]["rows"], ["q4"],
+                                          {p: corpus[p] for p in papers if p in q4_ids})
+                (pooled if scope == "pooled" else per_half[scope])["q4"] = found.get("q4", [])
+        figures[name] = {"pooled": pooled, "halves": per_half}
+
+    print(f"\n{len(docs)} development papers (halves A, B of {len(halves['A'])} and {len(halves['B'])}), reader "
+          f"{Path(args.reader).name} in every slot, LLM off; {args.rounds} bootstrap resamples of papers")
+    out: dict[str, Any] = {}
+    for q in ["q1", "q2", "q3", "q4"]:
+        names = [n for n in arms if q in figures[n]["pooled"]]
+        if not names:
+            continue
+        print(f"\n### {q}\n")
+        print("| arm | " + " | ".join(f"{LABELS.get(m, m)} A / B / pooled [95%]" for m in METRICS[:5])
+              + " | answers/paper | words/answer | windows | seconds |")
+        print("|---|" + "---|" * 9)
+        for n in names:
+            pooled = figures[n]["pooled"][q]
+            cells = []
+            for m in METRICS[:5]:
+                a, b = (aggregate(figures[n]["halves"][h].get(q, []))[m] for h in "AB")
+                lo, hi = bootstrap(pooled, m, args.rounds, 0)
+                cells.append(f"{a:.3f} / {b:.3f} / {aggregate(pooled)[m]:.3f} [{lo:.3f}, {hi:.3f}]")
+                out.setdefault(n, {}).setdefault(q, {})[m] = {"A": a, "B": b, "pooled": aggregate(pooled)[m],
+                                                              "interval": [lo, hi]}
+            agg = aggregate(pooled)
+            print(f"| {n} | " + " | ".join(cells) + f" | {agg['spans/answer']:.1f} | {agg['words/span']:.1f} | "
+                  f"{runs[n]['windows']} | {runs[n]['seconds']:.0f} |")
+        if "paper" in names and len(names) > 1:
+            print(f"\n{q}, difference from `paper` (arm minus paper), per half, pooled with paired 95% interval:\n")
+            print("| arm | " + " | ".join(f"Δ{LABELS.get(m, m)} A / B / pooled [95%]" for m in DIFF_METRICS) + " |")
+            print("|---|" + "---|" * len(DIFF_METRICS))
+            base = figures["paper"]
+            for n in names:
+                if n == "paper":
+                    continue
+                cells = []
+                for m in DIFF_METRICS:
+                    da, db = (aggregate(figures[n]["halves"][h].get(q, []))[m]
+                              - aggregate(base["halves"][h].get(q, []))[m] for h in "AB")
+                    dp = aggregate(figures[n]["pooled"][q])[m] - aggregate(base["pooled"][q])[m]
+                    lo, hi = bootstrap(figures[n]["pooled"][q], m, args.rounds, 1, other=base["pooled"][q])
+                    cells.append(f"{da:+.3f} / {db:+.3f} / {dp:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+                    out[n][q][f"diff_{m}"] = {"A": da, "B": db, "pooled": dp, "interval": [lo, hi]}
+                print(f"| {n} | " + " | ".join(cells) + " |")
+    print("\nScored as `mlpsych eval` scores (the reference's rules): papers with gold and no prediction score 0; "
+          "q2 papers with empty gold score EM/Mentions 1 if nothing is predicted, else 0, and are left out of F1.")
+    if args.json:
+        for n in arms:
+            out[n]["seconds"], out[n]["windows"] = runs[n]["seconds"], runs[n]["windows"]
+        args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
+    cache.close()
+
+
+if __name__ == "__main__":
+    main()
