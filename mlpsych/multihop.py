@@ -2,8 +2,9 @@
 
 A template such as "What was __PLACEHOLDER__ used for?" with ``bridge_from: q1`` is asked once per entity
 that q1 found in the same paper ("What was random forest used for?"). The bridge entities are q1's grounded
-normalized answers when the LLM stage ran, else its extractive answers; ungrounded LLM items never become
-sub-questions, since a question about something the paper does not mention can only yield noise.
+normalized answers when the LLM stage ran, else its extractive answers; ungrounded LLM items do not become
+sub-questions (a question about something the paper does not mention can only yield noise), except under
+``--preset reference``, which keeps them as the released code did.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from mlpsych.questions import QuestionTemplate
 log = logging.getLogger(__name__)
 
 
-def bridge_entities(answers: list[Answer], cap: int, case: str = "casefold") -> list[str]:
-    """Entities to ask about: grounded normalized answers if any, else extractive; best score first, capped.
-    A repeated entity is asked once, compared ignoring case (``casefold``) or as written (``exact``, the
-    released code's union of lists)."""
-    normalized = [a for a in answers if a.stage == "normalized"]
+def bridge_entities(answers: list[Answer], cap: int, case: str = "casefold",
+                    llm_stages: tuple[str, ...] = ("normalized",)) -> list[str]:
+    """Entities to ask about: the LLM's items of ``llm_stages`` if any (grounded ones; ungrounded too where the run
+    keeps them, as the released code did), else extractive answers; best score first, capped. A repeated entity is
+    asked once, compared ignoring case (``casefold``) or as written (``exact``, the released union of lists)."""
+    normalized = [a for a in answers if a.stage in llm_stages]
     pool = normalized or [a for a in answers if a.stage == "extractive"]
     ranked = sorted(pool, key=lambda a: -a.score)  # stable: equal scores keep the stage's order
     entities: list[str] = []

@@ -399,14 +399,15 @@ class Pipeline:
         for i, item in enumerate(chunk):
             with isolated(result, item.unit.doc.id, f"normalizing {item.unit.question.id}"):
                 prompts[i] = prompts_for(item.unit.question, item.per_model,
-                                         max_input_items=self.settings.llm.max_input_items)
+                                         max_input_items=self.settings.llm.max_input_items,
+                                         input_format=self.settings.llm.input_format)
         outputs = self._generate(normalizer, chunk, prompts, result)
         for i, results in outputs.items():
             item = chunk[i]
             with isolated(result, item.unit.doc.id, f"normalizing {item.unit.question.id}"):
                 normalized, audit = combine_results(item.unit.doc, item.unit.question, item.per_model, results,
                                                     llm=llm, prompts=prompts[i])
-                self._adopt(item.unit, normalized, audit, item.rows, result, llm)
+                self._adopt(item.unit, normalized, audit, item.rows, result, llm, self.settings.llm.keep_ungrounded)
                 rows.extend(normalized)
 
     @staticmethod
@@ -437,20 +438,22 @@ class Pipeline:
 
     @staticmethod
     def _adopt(unit: _Unit, normalized: list[Answer], audit: dict, extractive: list[Answer], result: RunResult,
-               llm: str) -> None:
-        """Mark one answer list's normalized rows final (and its extractive rows not) when they are the answer."""
+               llm: str, keep_ungrounded: bool = False) -> None:
+        """Mark one answer list's normalized rows final (and its extractive rows not) when they are the answer;
+        with ``keep_ungrounded`` items the paper does not contain are answers too (their stage says so)."""
+        answer_stages = ("normalized", "ungrounded") if keep_ungrounded else ("normalized",)
         for model, text in audit["raw_outputs"].items():
             result.llm_outputs.append({"paper_id": unit.doc.id, "question_id": unit.question.id,
                                        "llm": llm, "model": model, "raw_output": text})
         for model, error in audit["errors"].items():
             result.errors.setdefault(unit.doc.id, []).append(f"normalize {unit.question.id} ({model}): {error}")
-        grounded = [a for a in normalized if a.stage == "normalized"]
+        grounded = [a for a in normalized if a.stage in answer_stages]
         # An empty list is an answer for questions that may have none (q2), unless the LLM's output failed.
         if grounded or (unit.question.allow_empty and not audit["errors"]):
             for a in extractive:
                 a.final = False
         for a in normalized:
-            a.final = a.stage == "normalized"
+            a.final = a.stage in answer_stages
             a.bridge_entity = unit.query.bridge_entity
 
     # -- the run -----------------------------------------------------------------------------------------
@@ -476,7 +479,8 @@ class Pipeline:
 
         cap = self.settings.max_sub_questions or question.max_sub_questions
         retrieving = plan_for(question.retrieval, self.settings.retrieval) is not None
-        entities = entities_to_ask(question, bridge_entities(bridge, cap, self.settings.answers.entity_case),
+        stages = ("normalized", "ungrounded") if self.settings.llm.keep_ungrounded else ("normalized",)
+        entities = entities_to_ask(question, bridge_entities(bridge, cap, self.settings.answers.entity_case, stages),
                                    retrieving)
         return [_Unit(doc, question, self._query(question, text, entity))
                 for entity, text in sub_questions(question, entities)]

@@ -28,6 +28,9 @@ class NormalizeSpec(BaseModel):
     prompt: str = Field(min_length=1)
     model: str | None = None
     combine: Literal["union", "per_model"] = "union"
+    # The paper's released prompt, verbatim, for ``--preset reference`` (its answers are appended to it joined by
+    # ", "); None: ``prompt`` is used there too.
+    reference_prompt: str | None = Field(default=None, min_length=1)
 
 
 class RetrievalSpec(BaseModel):

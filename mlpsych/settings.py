@@ -63,6 +63,10 @@ class LLMSettings(BaseModel):
     max_new_tokens: int = Field(default=256, ge=8, le=4096)
     batch_size: int = Field(default=4, ge=1)
     max_input_items: int = Field(default=60, ge=1)  # extractive answers shown to the LLM per prompt
+    # "lines": the template's prompt with the answers one per line at ``{answers}``; "joined": the released code's
+    # ``reference_prompt + ", ".join(sorted(set(answers)))``, uncapped.
+    input_format: Literal["lines", "joined"] = "lines"
+    keep_ungrounded: bool = False  # items the paper does not contain are answers too (the released code kept them)
 
 
 class AnswerSettings(BaseModel):
@@ -200,6 +204,7 @@ REFERENCE = {
                "snap_to_words": True, "keep_blank_tokens": True, "search": "exhaustive", "dedupe": False,
                "null_threshold": 0.0, "dtype": "fp32"},
     "answers": {"rules": "released", "models": "union", "per_entity": 3, "entity_case": "exact"},
+    "llm": {"input_format": "joined", "keep_ungrounded": True, "max_new_tokens": 256},
     "max_sub_questions": 10_000,
 }
 REFERENCE_QUESTIONS = {"top_k": 20, "merge": True, "allow_empty": False}

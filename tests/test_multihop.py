@@ -98,3 +98,10 @@ def test_sub_questions_are_exactly_the_grounded_q1_entities() -> None:
     assert [entity for entity, _ in asked] == ["Random forests", "SVM", "LDA"]  # score 0.8 first, then LLM order
     assert {e for e, _ in asked} == set(grounded)
     assert all(q == f"What was {e} used for?" for e, q in asked)
+
+
+def test_released_code_asks_every_item_as_written_ungrounded_included() -> None:
+    answers = [answer("random forest", "normalized", 0.8), answer("Random Forest", "normalized", 0.1),
+               answer("XGBoost", "ungrounded", 0.99), answer("SVM", "extractive", 0.9)]
+    assert bridge_entities(answers, 10, "exact", ("normalized", "ungrounded")) == [
+        "XGBoost", "random forest", "Random Forest"]

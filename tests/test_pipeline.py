@@ -205,3 +205,28 @@ def test_reference_preset_unions_the_models_released_answers_and_keeps_three_per
     assert entities == {a.text for a in finals}  # every text of the union is asked about, as written
     assert max(sum(1 for a in q4 if a.bridge_entity == e and a.models == [m]) for e in entities
                for m in qs.get("q4").models) <= 3
+
+
+@pytest.mark.slow
+def test_reference_llm_step_keeps_ungrounded_items_and_asks_about_them(tiny_questions, tmp_path, monkeypatch):
+    """--preset reference's LLM step: the released prompt with the answers joined, every returned item an answer
+    (grounding only reported in the stage column) and a bridge entity."""
+    import mlpsych.normalize.llm as normalize
+    from mlpsych.settings import apply_preset
+
+    seen: list[str] = []
+
+    class FixedOutput(normalize.Normalizer):  # the real tiny Llama is loaded; only its text is replaced
+        def _generate(self, texts):
+            seen.extend(texts)
+            return ['["random forests", "gradient boosting"]'] * len(texts)
+
+    monkeypatch.setattr(normalize, "Normalizer", FixedOutput)
+    qs, ref = apply_preset("reference", load_question_set(tiny_questions).select(["q4"]), settings())
+    ref.reader = ref.reader.model_copy(update={"max_length": 128, "stride": 32})
+    ref.llm.enabled = True
+    result = Pipeline(qs, ref, ResultCache(tmp_path), progress=False).run(docs()[:1])
+    assert seen and all("Directly return the python-readable flat list of techniques" in t for t in seen)
+    q1 = {a.text: a.stage for a in result.answers if a.question_id == "q1" and a.final}
+    assert q1 == {"random forests": "normalized", "gradient boosting": "ungrounded"}
+    assert {a.bridge_entity for a in result.answers if a.question_id == "q4"} == set(q1)

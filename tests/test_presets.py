@@ -100,3 +100,23 @@ def test_cli_offers_every_preset():
     run_cmd.add_parser(parser.add_subparsers())
     action = next(a for a in parser._subparsers._group_actions[0].choices["run"]._actions if a.dest == "preset")
     assert sorted(action.choices) == sorted(PRESETS)
+
+
+def test_reference_preset_sets_the_pipelines_reading_the_released_answers_and_template_fields():
+    from mlpsych.cli.run_cmd import settings_from_args
+
+    questions = load_question_set("mlpsych")
+    new_q, ref = apply_preset("reference", questions, RunSettings(reader=ReaderSettings(batch_size=2)))
+    r = ref.reader
+    assert (r.max_length, r.stride, r.layout, r.max_answer_tokens, r.search, r.dtype) == (
+        384, 128, "per_question", 15, "exhaustive", "fp32")
+    assert r.snap_to_words and r.keep_blank_tokens and not r.dedupe and r.batch_size == 2  # others kept
+    assert (ref.answers.rules, ref.answers.models, ref.answers.per_entity) == ("released", "union", 3)
+    assert ref.retrieval.read == "all" and ref.max_sub_questions >= 1000
+    assert {q.id: (q.top_k, q.merge, q.allow_empty) for q in new_q.questions} == {
+        "q1": (20, True, False), "q2": (20, True, False), "q3": (20, True, False), "q4": (5, False, False)}
+    assert questions.get("q2").top_k == 5  # the input is not modified
+    # the command line applies it as the library does, and an explicit flag still wins
+    assert settings_from_args(_args(preset="reference"), questions) == (new_q, ref.model_copy(
+        update={"reader": r.model_copy(update={"batch_size": None})}))
+    assert settings_from_args(_args(preset="reference", dtype="bf16"), questions)[1].reader.dtype == "bf16"

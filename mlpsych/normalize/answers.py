@@ -62,10 +62,17 @@ class _Item:
 
 
 def prompts_for(question: QuestionTemplate, answers_by_model: dict[str, list[Answer]], *,
-                max_input_items: int = 60) -> dict[str, str]:
-    """reader model -> prompt, for each model with answers; best answers first, so the cap drops the weakest."""
+                max_input_items: int = 60, input_format: str = "lines") -> dict[str, str]:
+    """reader model -> prompt, for each model with answers; best answers first, so the cap drops the weakest.
+    ``input_format`` "joined" writes the released code's input instead (``joined_llm_input``)."""
     if question.normalize is None:
         raise ValueError(f"question {question.id!r} has no normalize prompt")
+    if input_format == "joined":
+        from mlpsych.reading.released import joined_llm_input
+
+        prompt = question.normalize.reference_prompt or question.normalize.prompt
+        return {model: joined_llm_input(prompt, [a.text for a in answers])
+                for model, answers in answers_by_model.items() if answers}
     return {
         model: build_prompt(question.normalize.prompt, [a.text for a in sorted(answers, key=lambda a: -a.score)],
                             max_input_items=max_input_items)

@@ -325,3 +325,17 @@ def test_batched_across_papers_matches_one_by_one() -> None:
     assert [[a.to_dict() for a in answers] for answers, _ in batched] == \
         [[a.to_dict() for a in answers] for answers, _ in one_by_one]
     assert [audit for _, audit in batched] == [audit for _, audit in one_by_one]
+
+
+def test_reference_input_is_the_released_prompt_with_the_answers_joined() -> None:
+    from mlpsych.normalize.answers import prompts_for
+    from mlpsych.questions import load_question_set
+
+    q1 = load_question_set("mlpsych").get("q1")
+    answers = [Answer("p", "q1", text, "extractive", ["m"], score) for text, score in
+               [("random forest", 0.9), ("SVM", 0.8), ("random forest", 0.5), (" LASSO ", 0.4)]]
+    joined = prompts_for(q1, {"m": answers}, input_format="joined")["m"]
+    assert joined.startswith("Extract the detailed machine learning or natural language processing techniques")
+    assert joined.endswith("Do not explain or add anything else. Sentence: LASSO, SVM, random forest")
+    assert "{answers}" not in joined and "Snippets" not in joined
+    assert prompts_for(q1, {"m": answers})["m"].endswith("Snippets:\nrandom forest\nSVM\nLASSO\n")  # our own
