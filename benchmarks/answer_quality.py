@@ -38,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._devset import development_set  # noqa: E402
 from mlpsych.cache import ResultCache  # noqa: E402
 from mlpsych.documents import Document  # noqa: E402
 from mlpsych.evaluation import evaluate as ev  # noqa: E402
@@ -45,7 +46,7 @@ from mlpsych.evaluation.metrics import ItemScore, aggregate  # noqa: E402
 from mlpsych.export import answer_rows  # noqa: E402
 from mlpsych.pipeline import Pipeline  # noqa: E402
 from mlpsych.questions import QuestionSet, load_question_set  # noqa: E402
-from mlpsych.settings import RunSettings, deep_update, apply_preset, substitute_models  # noqa: E402
+from mlpsych.settings import RunSettings, apply_preset, deep_update, substitute_models  # noqa: E402
 
 METRICS = ("F1", "EMat", "Ment", "mF1", "pF1", "spans/answer", "words/span")
 LABELS = {"spans/answer": "answers/paper", "words/span": "words/answer"}
@@ -144,10 +145,8 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    texts = ev.load_texts(args.data / "text.json")
-    gold = ev.gold_from_dict(json.loads((args.data / "answers_dev.json").read_text(encoding="utf-8")))
-    ids = list(gold["q1"])[: args.papers]
-    docs = [Document(id=i, text=texts[i]) for i in ids]
+    gold, docs = development_set(args.data, args.papers)
+    ids = [d.id for d in docs]
     corpus = {d.id: d.text for d in docs}
     halves = {"A": [i for n, i in enumerate(ids) if n % 2 == 0], "B": [i for n, i in enumerate(ids) if n % 2 == 1]}
     arms = [a for a in args.arms.split(",") if a]

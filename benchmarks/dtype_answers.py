@@ -14,7 +14,6 @@ for torch's kernel set-up).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._devset import development_set  # noqa: E402
 from mlpsych.cache import ResultCache  # noqa: E402
 from mlpsych.documents import Document  # noqa: E402
 from mlpsych.evaluation import evaluate as ev  # noqa: E402
@@ -65,10 +65,8 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    texts = ev.load_texts(args.data / "text.json")
-    gold = ev.gold_from_dict(json.loads((args.data / "answers_dev.json").read_text(encoding="utf-8")))
-    ids = list(gold["q1"])[: args.papers]
-    docs = [Document(id=i, text=texts[i]) for i in ids]
+    gold, docs = development_set(args.data, args.papers)
+    ids = [d.id for d in docs]
     wanted = [q for q in args.questions.split(",") if q]
     library = load_question_set("mlpsych").select(wanted)
     questions = substitute_models(library, {m: args.reader for q in library.questions for m in q.models})

@@ -16,7 +16,6 @@ the tolerance of the cut. Exit status 1 when any list differs.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -24,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._devset import development_set  # noqa: E402
 from benchmarks.reader_vs_reference import ensure_ref_venv, run_reference  # noqa: E402
 from mlpsych.documents import Document  # noqa: E402
-from mlpsych.evaluation import evaluate as ev  # noqa: E402
 from mlpsych.questions import load_question_set  # noqa: E402
 from mlpsych.reading.reader import Query, Reader  # noqa: E402
 from mlpsych.settings import PRESETS, ReaderSettings  # noqa: E402
@@ -99,10 +98,8 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    texts = ev.load_texts(args.data / "text.json")
-    ids = list(json.loads((args.data / "answers_dev.json").read_text(encoding="utf-8"))["q1"])[: args.papers]
     asked = questions()
-    papers = [{"id": i, "text": texts[i], "questions": asked} for i in ids]
+    papers = [{"id": d.id, "text": d.text, "questions": asked} for d in development_set(args.data, args.papers)[1]]
     python = ensure_ref_venv(args.ref_venv, [REF_VERSION])
     started = time.perf_counter()
     reference = run_reference(python, Path(args.reader), papers, args.threads)

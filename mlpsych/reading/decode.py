@@ -31,6 +31,38 @@ class WindowCandidate:
     window: int
 
 
+@dataclass
+class _WindowScores:
+    """One window's start/end log-probabilities over its context and the no-answer position."""
+
+    log_start: np.ndarray
+    log_end: np.ndarray
+    null_score: float  # p(no answer)
+    context: np.ndarray  # positions of the context tokens
+
+    @classmethod
+    def of(cls, start_logits: np.ndarray, end_logits: np.ndarray, context_mask: np.ndarray,
+           null_index: int) -> "_WindowScores":
+        allowed = context_mask.astype(bool).copy()
+        allowed[null_index] = True
+        log_start = _log_softmax(np.where(allowed, start_logits, -np.inf))
+        log_end = _log_softmax(np.where(allowed, end_logits, -np.inf))
+        return cls(log_start, log_end, float(math.exp(log_start[null_index] + log_end[null_index])),
+                   np.flatnonzero(context_mask))
+
+
+def _candidate(s: int, e: int, score: float, scores: _WindowScores, offsets: Sequence[tuple[int, int]],
+               max_answer_tokens: int, window: int, pieces: np.ndarray | None) -> WindowCandidate | None:
+    """The span of tokens ``s..e`` as a candidate, or None where it may not be one: it joins two passages of a
+    packed window, covers no text, or is longer in characters than its tokens allow."""
+    if pieces is not None and pieces[s] != pieces[e]:
+        return None
+    char_start, char_end = offsets[s][0], offsets[e][1]
+    if char_end <= char_start or char_end - char_start > max_answer_tokens * MAX_CHARS_PER_TOKEN:
+        return None
+    return WindowCandidate(char_start, char_end, score, scores.null_score, window)
+
+
 def decode_window(
     start_logits: np.ndarray,
     end_logits: np.ndarray,
@@ -50,30 +82,21 @@ def decode_window(
     each position's passage: a span must start and end in the same one (the text between two is not read).
     Returns the candidates and the window's null score.
     """
-    allowed = context_mask.astype(bool).copy()
-    allowed[null_index] = True
-    start = np.where(allowed, start_logits, -np.inf)
-    end = np.where(allowed, end_logits, -np.inf)
-    log_start = _log_softmax(start)
-    log_end = _log_softmax(end)
-    null_score = float(math.exp(log_start[null_index] + log_end[null_index]))
-    ctx_idx = np.flatnonzero(context_mask)
-    if ctx_idx.size == 0:
-        return [], null_score
-    k = min(n_best, ctx_idx.size)
-    top_starts = ctx_idx[np.argsort(-log_start[ctx_idx], kind="stable")[:k]]
-    top_ends = ctx_idx[np.argsort(-log_end[ctx_idx], kind="stable")[:k]]
+    scores = _WindowScores.of(start_logits, end_logits, context_mask, null_index)
+    ctx = scores.context
+    k = min(n_best, ctx.size)
+    top_starts = ctx[np.argsort(-scores.log_start[ctx], kind="stable")[:k]]
+    top_ends = ctx[np.argsort(-scores.log_end[ctx], kind="stable")[:k]]
     candidates = []
     for s in top_starts:
         for e in top_ends:
-            if e < s or e - s + 1 > max_answer_tokens or (pieces is not None and pieces[s] != pieces[e]):
+            if e < s or e - s + 1 > max_answer_tokens:
                 continue
-            char_start, char_end = offsets[s][0], offsets[e][1]
-            if char_end <= char_start or char_end - char_start > max_answer_tokens * MAX_CHARS_PER_TOKEN:
-                continue
-            score = float(math.exp(log_start[s] + log_end[e]))
-            candidates.append(WindowCandidate(char_start, char_end, score, null_score, window))
-    return candidates, null_score
+            score = float(math.exp(scores.log_start[s] + scores.log_end[e]))
+            found = _candidate(s, e, score, scores, offsets, max_answer_tokens, window, pieces)
+            if found is not None:
+                candidates.append(found)
+    return candidates, scores.null_score
 
 
 def decode_window_exhaustive(
@@ -92,15 +115,11 @@ def decode_window_exhaustive(
     (start, end) pair of context tokens with ``0 <= end - start < max_answer_tokens``, scored as ``decode_window``
     scores (probabilities over the context and the no-answer position). Spans of zero probability are not kept.
     """
-    allowed = context_mask.astype(bool).copy()
-    allowed[null_index] = True
-    log_start = _log_softmax(np.where(allowed, start_logits, -np.inf))
-    log_end = _log_softmax(np.where(allowed, end_logits, -np.inf))
-    null_score = float(math.exp(log_start[null_index] + log_end[null_index]))
-    ctx = np.flatnonzero(context_mask)
+    scores = _WindowScores.of(start_logits, end_logits, context_mask, null_index)
+    ctx = scores.context
     if ctx.size == 0:
-        return [], null_score
-    p_start, p_end = np.exp(log_start[ctx]), np.exp(log_end[ctx])
+        return [], scores.null_score
+    p_start, p_end = np.exp(scores.log_start[ctx]), np.exp(scores.log_end[ctx])
     band = np.triu(np.tril(np.outer(p_start, p_end), max_answer_tokens - 1))  # end >= start, length bounded
     flat = band.ravel()
     k = min(top_k, flat.size)
@@ -109,14 +128,11 @@ def decode_window_exhaustive(
     candidates = []
     for s, e in zip(*np.unravel_index(best, band.shape)):
         score = float(band[s, e])
-        s, e = ctx[s], ctx[e]
-        if score <= 0.0 or (pieces is not None and pieces[s] != pieces[e]):
-            continue
-        char_start, char_end = offsets[s][0], offsets[e][1]
-        if char_end <= char_start or char_end - char_start > max_answer_tokens * MAX_CHARS_PER_TOKEN:
-            continue
-        candidates.append(WindowCandidate(char_start, char_end, score, null_score, window))
-    return candidates, null_score
+        found = _candidate(ctx[s], ctx[e], score, scores, offsets, max_answer_tokens, window, pieces) \
+            if score > 0.0 else None
+        if found is not None:
+            candidates.append(found)
+    return candidates, scores.null_score
 
 
 def rank_candidates(
