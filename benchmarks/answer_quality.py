@@ -16,9 +16,11 @@ papers, since it costs several times q1-q3.
 The papers are split into two fixed halves (alternate papers in the gold's order); each arm prints per question
 F1, EM, Mentions, the precision-aware micro F1 (exact: mF1; partial overlap: pF1), answers per paper and words per
 answer, on each half and pooled with a 95% bootstrap interval, then the arms' differences from ``paper`` per half
-with paired bootstrap intervals, the windows read and the seconds. Arms share one cache: an arm whose reads equal
-another's reads nothing and shows only its own seconds. The F1 and Mentions of the paper take, for each gold
-answer, the best predicted answer, so more answers never lower them: read them beside answers per paper and mF1/pF1.
+with paired bootstrap intervals, the windows read and the seconds. Each arm has its own cache (a subfolder of
+``--cache``; start from an empty one, or the windows and seconds are only what was not cached), so its windows and
+seconds are its whole cost. The F1 and Mentions of the paper take, for each gold answer, the best predicted answer,
+so more answers never lower them: read them beside answers per paper and mF1/pF1. Last, each ablation's decision
+by the rule of ``decide``.
 """
 
 from __future__ import annotations
@@ -131,6 +133,41 @@ def bootstrap(items: list[ItemScore], metric: str, rounds: int, seed: int,
     return (float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))) if values else (math.nan, math.nan)
 
 
+# The rule, fixed before the figures were read: a deviation of the default stays where, on BOTH halves, it is better
+# (mean F1 over the questions it touches higher by more than TIE, Mentions not lower by more than TIE, and, when it
+# gives more than 10% more answers per paper, the precision-aware pF1 not lower), or equal (F1 and Mentions within
+# TIE) and cheaper (fewer windows read); otherwise the default takes the reference's behaviour.
+TIE = 0.005
+
+
+def decide(arm: str, figures: dict, runs: dict) -> tuple[str, str]:
+    """``("keep" | "adopt", why)`` for an ablation arm (the default with one deviation set back to the reference)."""
+    asked = [q for q in ("q1", "q2", "q3", "q4") if q in figures[arm]["pooled"] and q in figures["paper"]["pooled"]]
+    if arm != "+q4":
+        asked = [q for q in asked if q != "q4"]
+    verdicts = []
+    for half in "AB":
+        def mean(name: str, metric: str) -> float:
+            values = [aggregate(figures[name]["halves"][half].get(q, []))[metric] for q in asked]
+            values = [v for v in values if not math.isnan(v)]
+            return sum(values) / len(values) if values else math.nan
+
+        d_f1, d_ment, d_pf1 = (mean("paper", m) - mean(arm, m) for m in ("F1", "Ment", "pF1"))
+        more = mean("paper", "spans/answer") > 1.1 * mean(arm, "spans/answer")
+        if d_f1 > TIE and d_ment >= -TIE and (not more or d_pf1 >= 0):
+            verdicts.append("better")
+        elif abs(d_f1) <= TIE and abs(d_ment) <= TIE:
+            verdicts.append("equal")
+        else:
+            verdicts.append("worse")
+    cheaper = runs["paper"]["windows"] < runs[arm]["windows"]
+    if verdicts == ["better", "better"]:
+        return "keep", "better on both halves"
+    if set(verdicts) <= {"better", "equal"} and cheaper:
+        return "keep", f"{' / '.join(verdicts)} on the halves and cheaper"
+    return "adopt", f"{' / '.join(verdicts)} on the halves" + (" (not cheaper)" if "worse" not in verdicts else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
@@ -140,7 +177,7 @@ def main() -> None:
     parser.add_argument("--q4-papers", type=int, default=8, help="q4 is asked of the first N papers only")
     parser.add_argument("--papers", type=int, default=None, help="only the first N development papers")
     parser.add_argument("--rounds", type=int, default=1000, help="bootstrap resamples")
-    parser.add_argument("--cache", type=Path, default=None, help="cache folder shared by the arms (default: a temp one)")
+    parser.add_argument("--cache", type=Path, default=None, help="folder of the arms' caches (default: a temp one)")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure here")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -153,11 +190,11 @@ def main() -> None:
     q4_arms = set(args.q4_arms.split(","))
     library = load_question_set("mlpsych")
     cache_dir = args.cache or Path(tempfile.mkdtemp(prefix="mlpsych-answer-quality-"))
-    cache = ResultCache(cache_dir)
 
     runs: dict[str, dict] = {}
     for name in arms:
         print(f"arm {name}: {ARMS[name].deviation or ARMS[name].preset}", flush=True)
+        cache = ResultCache(cache_dir / name.lstrip("+"))
         runs[name] = run_arm(ARMS[name], library.select(["q1", "q2", "q3"]), args.reader, docs, cache)
         runs[name]["asked"] = ["q1", "q2", "q3"]
         if name in q4_arms:  # q1 again (from the cache) and its follow-up, on the first papers
@@ -166,6 +203,7 @@ def main() -> None:
             runs[name]["seconds"] += follow["seconds"]
             runs[name]["windows"] += follow["windows"]
             runs[name]["asked"].append("q4")
+        cache.close()
         for doc_id, problems in runs[name]["errors"].items():
             print(f"  {doc_id}: {'; '.join(problems)}")
 
@@ -229,13 +267,22 @@ def main() -> None:
                     cells.append(f"{da:+.3f} / {db:+.3f} / {dp:+.3f} [{lo:+.3f}, {hi:+.3f}]")
                     out[n][q][f"diff_{m}"] = {"A": da, "B": db, "pooled": dp, "interval": [lo, hi]}
                 print(f"| {n} | " + " | ".join(cells) + " |")
+    ablations = [n for n in arms if n.startswith("+") and "paper" in arms]
+    if ablations:
+        print(f"\nDecisions (rule in decide(): better on both halves, or equal within {TIE} and cheaper):\n")
+        print("| deviation of the default | set back to the reference's | decision | why |")
+        print("|---|---|---|---|")
+        for n in ablations:
+            verdict, why = decide(n, figures, runs)
+            print(f"| {n} | {ARMS[n].deviation} | {'keep the deviation' if verdict == 'keep' else 'adopt the reference'}"
+                  f" | {why} |")
+            out[n]["decision"] = {"verdict": verdict, "why": why}
     print("\nScored as `mlpsych eval` scores (the reference's rules): papers with gold and no prediction score 0; "
           "q2 papers with empty gold score EM/Mentions 1 if nothing is predicted, else 0, and are left out of F1.")
     if args.json:
         for n in arms:
             out[n]["seconds"], out[n]["windows"] = runs[n]["seconds"], runs[n]["windows"]
         args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
-    cache.close()
 
 
 if __name__ == "__main__":
