@@ -92,6 +92,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
     parser.add_argument("--reader", required=True, help="a trained reader folder (Hub layout)")
     parser.add_argument("--papers", type=int, default=None, help="only the first N development papers")
+    parser.add_argument("--ids", default="", help="only these development papers (comma-separated ids)")
     parser.add_argument("--tolerance", type=float, default=1e-4)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--ref-venv", type=Path, default=Path("/tmp/mlpsych-ref440-venv"))
@@ -99,7 +100,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
 
     asked = questions()
-    papers = [{"id": d.id, "text": d.text, "questions": asked} for d in development_set(args.data, args.papers)[1]]
+    wanted = {i for i in args.ids.split(",") if i}
+    papers = [{"id": d.id, "text": d.text, "questions": asked} for d in development_set(args.data, args.papers)[1]
+              if not wanted or d.id in wanted]
     python = ensure_ref_venv(args.ref_venv, [REF_VERSION])
     started = time.perf_counter()
     reference = run_reference(python, Path(args.reader), papers, args.threads)

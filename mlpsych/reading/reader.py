@@ -84,16 +84,15 @@ def _learn_pair_template(tokenizer) -> _PairTemplate:
     )
 
 
-def _word_spans(word_ids: Sequence[int | None], offsets: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Each token's word as char span, from its first token's start to its last token's end (how a fast
-    tokenizer's ``word_to_chars`` reports it); a token outside any word is its own span."""
+def _word_tokens(word_ids: Sequence[int | None]) -> list[tuple[int, int]]:
+    """Each token's word as the indices of the word's first and last token; a token outside any word is alone."""
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     for i, word in enumerate(word_ids):
         if word is not None:
-            first.setdefault(word, offsets[i][0])
-            last[word] = offsets[i][1]
-    return [(first[w], last[w]) if w is not None else offsets[i] for i, w in enumerate(word_ids)]
+            first.setdefault(word, i)
+            last[word] = i
+    return [(first[w], last[w]) if w is not None else (i, i) for i, w in enumerate(word_ids)]
 
 
 def _max_positions(model_id: str) -> int:
@@ -133,17 +132,26 @@ class _Inputs:
 
 
 def context_layout(context_offset: int, context: Sequence[tuple[int, int]], paper_offsets: Sequence[tuple[int, int]],
-                   length: int) -> tuple[np.ndarray, list[tuple[int, int]], np.ndarray | None]:
+                   length: int, word_tokens: Sequence[tuple[int, int]] | None = None
+                   ) -> tuple[np.ndarray, list[tuple[int, int]], np.ndarray | None]:
     """For one model input of ``length`` tokens: which positions are the paper's (mask), each position's char
     offsets in the paper ((0, 0) elsewhere), and, for a window packed from several passages, each position's
-    passage (-1 elsewhere; None for one passage), so a span never joins two passages."""
+    passage (-1 elsewhere; None for one passage), so a span never joins two passages.
+
+    With ``word_tokens`` a position's offsets are its whole word's (a span then starts and ends on word bounds,
+    as the transformers pipeline's ``align_to_words``), limited to the word's tokens inside the window, as the
+    pipeline sees a word a window boundary cuts."""
     mask = np.zeros(length, dtype=bool)
     offsets: list[tuple[int, int]] = [(0, 0)] * context_offset
     pieces = np.full(length, -1) if len(context) > 1 else None
     for piece, (a, b) in enumerate(context):
         if pieces is not None:
             pieces[len(offsets) : len(offsets) + b - a] = piece
-        offsets += paper_offsets[a:b]
+        if word_tokens is None:
+            offsets += paper_offsets[a:b]
+        else:
+            offsets += [(paper_offsets[max(word_tokens[i][0], a)][0], paper_offsets[min(word_tokens[i][1], b - 1)][1])
+                        for i in range(a, b)]
     mask[context_offset : len(offsets)] = True
     offsets += [(0, 0)] * (length - len(offsets))
     return mask, offsets, pieces
@@ -220,9 +228,10 @@ class Reader:
             if not self.settings.keep_blank_tokens:
                 offsets = [self._strip_offset(doc.text, o) for o in offsets]
                 keep = [i for i, (a, b) in enumerate(offsets) if b > a]
-            words = _word_spans(enc.word_ids(), offsets) if self.settings.snap_to_words else None
+            word_ids = enc.word_ids() if self.settings.snap_to_words else None
+            words = _word_tokens([word_ids[i] for i in keep]) if word_ids is not None else None
             encoded = EncodedDocument([enc["input_ids"][i] for i in keep], [offsets[i] for i in keep],
-                                      word_spans=[words[i] for i in keep] if words else None)
+                                      word_tokens=words)
             encoded.windows = make_windows(encoded.offsets, self.context_tokens, self.settings.stride)
             self._encoded[key] = encoded
             while len(self._encoded) > ENCODED_KEPT:  # papers of one batch group at most: memory stays bounded
@@ -332,8 +341,8 @@ class Reader:
                 query = papers[feature.paper][1][feature.query]
                 length = len(inputs.ids)
                 paper = encoded[feature.paper]
-                mask, offsets, pieces = context_layout(inputs.context_offset, feature.context,
-                                                       paper.word_spans or paper.offsets, length)
+                mask, offsets, pieces = context_layout(inputs.context_offset, feature.context, paper.offsets, length,
+                                                       paper.word_tokens)
                 found, null = self._decode(starts[row, :length], ends[row, :length], mask, offsets, query,
                                            feature.window.index, pieces)
                 candidates[feature.job].extend(found)

@@ -28,13 +28,13 @@ class Window:
 
 @dataclass
 class EncodedDocument:
-    """A paper tokenized once: token ids, their char offsets and their words' char spans, and its windows."""
+    """A paper tokenized once: token ids, their char offsets and their words, and its windows."""
 
     ids: list[int]
     offsets: list[tuple[int, int]]
     windows: list[Window] = field(default_factory=list)
-    # Each token's whole word as the tokenizer splits words (for spans snapped to words); None: the token itself.
-    word_spans: list[tuple[int, int]] | None = None
+    # For spans snapped to words: each token's word as the indices of its first and last token (None: not kept).
+    word_tokens: list[tuple[int, int]] | None = None
     _layouts: dict[tuple[int, int], list[Window]] = field(default_factory=dict, repr=False)
 
     def windows_for(self, context_tokens: int, stride: int) -> list[Window]:

@@ -9,7 +9,7 @@ import pytest
 
 from mlpsych.documents import Document
 from mlpsych.reading.decode import decode_window_exhaustive
-from mlpsych.reading.reader import Query, Reader
+from mlpsych.reading.reader import Query, Reader, context_layout
 from mlpsych.settings import PRESETS, ReaderSettings
 
 TEXT = " ".join(
@@ -49,10 +49,26 @@ def test_spans_are_snapped_to_the_tokenizers_words(tiny_models, family):
     enc = reader.tokenizer(TEXT, add_special_tokens=False, return_offsets_mapping=True)
     words = {enc.word_to_chars(w) for w in set(enc.word_ids()) if w is not None}
     starts, ends = {w.start for w in words}, {w.end for w in words}
+    # a word cut by a window boundary ends (or starts) there, as the pipeline sees it
+    encoded = reader.encode(doc)
+    size = reader.max_length - reader._template.special_count - len(reader._question_ids(QUESTION))
+    for window in encoded.windows_for(size, reader.settings.stride):
+        starts.add(encoded.offsets[window.token_start][0])
+        ends.add(encoded.offsets[window.token_end - 1][1])
     assert len(spans) == 30
     assert all(s.start in starts and s.end in ends for s in spans)
     unsnapped = reference_reader(tiny_models[family], snap_to_words=False).run(doc, [Query("q1", QUESTION, 30, 15)])[0]
     assert [(s.start, s.end) for s in spans] != [(s.start, s.end) for s in unsnapped]
+
+
+def test_a_word_cut_by_the_window_is_snapped_to_its_part_inside():
+    # "SentiWordNet" as three tokens of one word; the window starts at "Word"
+    offsets = [(0, 2), (3, 8), (8, 12), (12, 15), (16, 20)]
+    word_tokens = [(0, 0), (1, 3), (1, 3), (1, 3), (4, 4)]
+    mask, spans, _ = context_layout(1, [(2, 5)], offsets, 5, word_tokens)
+    assert spans == [(0, 0), (8, 15), (8, 15), (16, 20), (0, 0)]
+    assert context_layout(1, [(0, 5)], offsets, 7, word_tokens)[1][1:6] == [
+        (0, 2), (3, 15), (3, 15), (3, 15), (16, 20)]
 
 
 def test_duplicates_from_overlapping_windows_are_kept_and_the_length_bound_is_the_settings(tiny_models):
