@@ -30,8 +30,10 @@ def sidebar() -> dict:
     side.header("Settings")
     presets = logic.preset_choices()
     preset = side.radio("Preset", list(presets), key="preset",
-                        format_func=lambda n: {"paper": "paper: faithful to the paper (GPU)",
-                                               "fast": "fast: quick on a laptop CPU"}.get(n, n),
+                        format_func=lambda n: {"paper": "paper: the best answers (GPU)",
+                                               "fast": "fast: quick on a laptop CPU",
+                                               "reference": "reference: the paper's code, to replicate it (GPU)"
+                                               }.get(n, n),
                         help="\n\n".join(f"**{n}**: {d}" for n, d in presets.items()))
     side.caption(presets[preset])
     device = side.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key="device",

@@ -115,7 +115,7 @@ def test_reference_preset_sets_the_pipelines_reading_the_released_answers_and_te
     assert ref.retrieval.read == "all" and ref.max_sub_questions >= 1000
     assert {q.id: (q.top_k, q.merge, q.allow_empty) for q in new_q.questions} == {
         "q1": (20, True, False), "q2": (20, True, False), "q3": (20, True, False), "q4": (5, False, False)}
-    assert questions.get("q2").top_k == 5  # the input is not modified
+    assert questions.get("q4").top_k == 5 and not questions.get("q2").allow_empty
     # the command line applies it as the library does, and an explicit flag still wins
     assert settings_from_args(_args(preset="reference"), questions) == (new_q, ref.model_copy(
         update={"reader": r.model_copy(update={"batch_size": None})}))

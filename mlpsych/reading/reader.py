@@ -261,9 +261,11 @@ class Reader:
         return lambda passages: pack_passages(encoded.offsets, passages, capacity, self.settings.stride,
                                               encoded.starts)
 
-    def _question_ids(self, text: str) -> list[int]:
+    def _question_ids(self, text: str, whole: bool = False) -> list[int]:
+        """The question's tokens: whole when its windows are laid out around it (``per_question``), else cut to
+        the room shared windows keep for it plus what it may borrow."""
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if self.settings.layout == "per_question":  # the window makes room for the whole question
+        if whole:
             return ids[: self.max_length - self._template.special_count - self.settings.stride - 1]
         limit = self.settings.question_tokens + self.settings.stride // 2
         if len(ids) > limit:
@@ -275,7 +277,7 @@ class Reader:
         takes the extra tokens from the window's end (its start for the last window), which the neighbour also
         reads. Packed windows were packed for their question's length and are read whole."""
         extra = max(0, q_len - self.settings.question_tokens)
-        if extra == 0 or window.pieces or self.settings.layout == "per_question":
+        if extra == 0 or window.pieces:
             return window.token_ranges
         if window.index == n_windows - 1 and n_windows > 1:
             return ((window.token_start + extra, window.token_end),)
@@ -287,18 +289,21 @@ class Reader:
         for pi, (doc, queries) in enumerate(papers):
             encoded = self.encode(doc)
             for qi, query in enumerate(queries):
-                q_ids = self._question_ids(query.text)
+                # A full read lays its windows out around the question (per_question); a read retrieval restricted
+                # uses the shared windows it chose from.
+                around = self.settings.layout == "per_question" and query.passages is None and query.windows is None
+                q_ids = self._question_ids(query.text, whole=around)
                 if query.passages is not None:
                     chosen = self.packed_windows(doc, query.passages, query.text)
                 elif query.windows is not None:
                     chosen = [encoded.windows[i] for i in query.windows]
-                elif self.settings.layout == "per_question":
+                elif around:
                     size = self.max_length - self._template.special_count - len(q_ids)
                     chosen = encoded.windows_for(size, self.settings.stride)
                 else:
                     chosen = encoded.windows
                 for window in chosen:
-                    context = self._context(window, len(encoded.windows), len(q_ids))
+                    context = window.token_ranges if around else self._context(window, len(encoded.windows), len(q_ids))
                     length = self._template.special_count + len(q_ids) + sum(b - a for a, b in context)
                     plan.append(_Feature(pi, qi, window, q_ids, context, length))
         return plan

@@ -120,18 +120,22 @@ def _bridge(spans: list[Span]) -> str | None:
 
 
 def _record(doc: Document, item: _Kept) -> Answer:
+    """The answer row: white space at the ends left out of its offsets and runs of it inside written as one space
+    (as every answer of the spreadsheet; the scores normalize white space anyway)."""
     first = item.spans[0]
+    start = item.start + len(item.text) - len(item.text.lstrip())
+    end = max(start, item.end - (len(item.text) - len(item.text.rstrip())))
     return Answer(
         doc_id=first.doc_id,
         question_id=first.question_id,
-        text=item.text,
+        text=" ".join(item.text.split()),
         stage="extractive",
         models=[first.model],
         score=item.score,
-        start=item.start,
-        end=item.end,
-        page=doc.page_at(item.start),
-        evidence=doc.sentence_around(item.start, item.end),
+        start=start,
+        end=end,
+        page=doc.page_at(start),
+        evidence=doc.sentence_around(start, end),
         bridge_entity=_bridge(item.spans),
         spans=list(item.spans),
     )

@@ -77,8 +77,8 @@ def test_page_loads_and_states_limits(tmp_path):
     assert any("200 MB" in c for c in captions(at))
     assert "200 MB" in at.file_uploader(key="uploads").label
     assert at.button(key="run").disabled  # nothing uploaded yet
-    assert set(at.sidebar.radio(key="preset").options) >= {"paper: faithful to the paper (GPU)",
-                                                          "fast: quick on a laptop CPU"}
+    assert at.sidebar.radio(key="preset").options == ["paper: the best answers (GPU)", "fast: quick on a laptop CPU",
+                                                      "reference: the paper's code, to replicate it (GPU)"]
     assert any("mlpsych (library)" == o for o in at.selectbox(key="template").options)
 
 

@@ -21,7 +21,7 @@ from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
 TEXT = ("We trained random forests and support vector machines on essays written by 312 participants. "
         "Models were fitted with scikit-learn in Python and with the caret package in R. ") * 10
 QUERIES = [Query("q1", "What methods were used?", top_k=5, max_answer_tokens=20)]
-READER = ReaderSettings(max_length=96, stride=24, question_tokens=16, batch_size=8)
+READER = ReaderSettings(max_length=96, stride=24, question_tokens=16, batch_size=8, layout="shared")
 
 
 def limit_batches(reader: Reader, largest: int) -> list[int]:

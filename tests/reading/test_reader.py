@@ -14,12 +14,15 @@ TEXT = " ".join(
     for i in range(40)
 )
 QA_FAMILIES = ["deberta-v2", "albert", "electra", "roberta", "bert"]
+# mlpsych's own way of reading (windows shared by every question, n-best search, one span per place); the
+# pipeline's way, the default, is tested in test_reference_reading.py
+SHARED = dict(layout="shared", snap_to_words=False, keep_blank_tokens=False, search="n_best", dedupe=True)
 
 
 @pytest.mark.parametrize("family", QA_FAMILIES)
 def test_spans_point_into_the_paper_for_every_family(tiny_models, family):
     doc = Document(id="d", text=TEXT, pages=[(0, len(TEXT) // 2), (len(TEXT) // 2, len(TEXT))])
-    reader = Reader(str(tiny_models[family]), ReaderSettings(max_length=96, stride=24, question_tokens=24, batch_size=5))
+    reader = Reader(str(tiny_models[family]), ReaderSettings(**SHARED, max_length=96, stride=24, question_tokens=24, batch_size=5))
     windows = reader.windows(doc)
     assert reader.model is None  # windowing needs the tokenizer only
     assert len(windows) > 3
@@ -47,7 +50,7 @@ def test_spans_point_into_the_paper_for_every_family(tiny_models, family):
 
 def test_reading_only_some_windows(tiny_models):
     doc = Document(id="d", text=TEXT)
-    reader = Reader(str(tiny_models["bert"]), ReaderSettings(max_length=96, stride=24, question_tokens=24))
+    reader = Reader(str(tiny_models["bert"]), ReaderSettings(**SHARED, max_length=96, stride=24, question_tokens=24))
     windows = reader.windows(doc)
     spans = reader.run(doc, [Query("q", "What methods were used?", 50, 8, windows=(1, 2))])[0]
     assert reader.windows_read == 2
@@ -59,7 +62,7 @@ def test_batch_size_does_not_change_answers(tiny_models):
     query = [Query("q", "What methods were used?", 10, 8)]
     results = []
     for batch_size in (1, 16):  # fp32: padding must change nothing, and bf16 may round a padded shape differently
-        reader = Reader(str(tiny_models["roberta"]), ReaderSettings(max_length=96, stride=24, question_tokens=24,
+        reader = Reader(str(tiny_models["roberta"]), ReaderSettings(**SHARED, max_length=96, stride=24, question_tokens=24,
                                                                      batch_size=batch_size, dtype="fp32"))
         results.append([(s.start, s.end, round(s.score, 5)) for s in reader.run(doc, query)[0]])
     assert results[0] == results[1]
@@ -67,7 +70,7 @@ def test_batch_size_does_not_change_answers(tiny_models):
 
 def test_may_be_empty_question_can_return_nothing(tiny_models):
     doc = Document(id="d", text=TEXT)
-    reader = Reader(str(tiny_models["electra"]), ReaderSettings(max_length=96, stride=24, question_tokens=24,
+    reader = Reader(str(tiny_models["electra"]), ReaderSettings(**SHARED, max_length=96, stride=24, question_tokens=24,
                                                                  null_threshold=1.0))
     # Probabilities are at most 1, so a margin of 1 over the no-answer score can never be met.
     assert reader.run(doc, [Query("q", "Which software?", 5, 8, allow_empty=True)])[0] == []
@@ -75,7 +78,7 @@ def test_may_be_empty_question_can_return_nothing(tiny_models):
 
 def test_a_long_question_borrows_from_the_overlap_and_leaves_no_token_unread(tiny_models):
     doc = Document(id="d", text=TEXT)
-    reader = Reader(str(tiny_models["bert"]), ReaderSettings(max_length=96, stride=24, question_tokens=8))
+    reader = Reader(str(tiny_models["bert"]), ReaderSettings(**SHARED, max_length=96, stride=24, question_tokens=8))
     windows = reader.windows(doc)
     long_question = "Which of the machine learning techniques named in this paper were used for classification?"
     q_ids = reader._question_ids(long_question)
@@ -98,7 +101,7 @@ def test_papers_read_together_share_batches_and_give_the_same_spans(tiny_models)
     queries = [[Query("q1", "What methods were used?", 5, 8, windows=(0, 2, 4))],
                [Query("q1", "What methods were used?", 5, 8, windows=(1, 3)), Query("q2", "Which software?", 3, 4)]]
     # fp32: sharing batches must change nothing, and bf16 may round a padded shape differently
-    settings = ReaderSettings(max_length=96, stride=24, batch_size=8, dtype="fp32")
+    settings = ReaderSettings(**SHARED, max_length=96, stride=24, batch_size=8, dtype="fp32")
     alone = [Reader(str(tiny_models["electra"]), settings).run(d, q) for d, q in zip(docs, queries)]
     reader = Reader(str(tiny_models["electra"]), settings)
     reader.warm_up()
@@ -118,10 +121,10 @@ def test_batch_size_left_open_is_chosen_for_the_device_and_model(tiny_models):
     assert Reader.default_batch_size("cpu", "deberta-v2", 768) == 1
     assert Reader.default_batch_size("cuda", "deberta-v2", 1024) == 8
     assert Reader.default_batch_size("cpu", "electra", 1024) == 8
-    reader = Reader(str(tiny_models["deberta-v2"]), ReaderSettings(max_length=96, stride=24, device="cpu"))
+    reader = Reader(str(tiny_models["deberta-v2"]), ReaderSettings(**SHARED, max_length=96, stride=24, device="cpu"))
     reader.warm_up()
     assert reader._batch_size == 8  # a tiny DeBERTa has no large tensors to spill
-    fixed = Reader(str(tiny_models["deberta-v2"]), ReaderSettings(max_length=96, stride=24, batch_size=4, device="cpu"))
+    fixed = Reader(str(tiny_models["deberta-v2"]), ReaderSettings(**SHARED, max_length=96, stride=24, batch_size=4, device="cpu"))
     fixed.warm_up()
     assert fixed._batch_size == 4
 
@@ -132,7 +135,7 @@ def test_passages_are_read_packed_and_answers_stay_inside_them(tiny_models):
     doc = Document(id="d", text=TEXT)
     sentences = sentence_spans(TEXT)
     chosen = (sentences[3], sentences[17], sentences[18], sentences[35])  # 17 and 18 touch: one passage
-    reader = Reader(str(tiny_models["bert"]), ReaderSettings(max_length=96, stride=24, question_tokens=24))
+    reader = Reader(str(tiny_models["bert"]), ReaderSettings(**SHARED, max_length=96, stride=24, question_tokens=24))
     query = Query("q1", "What methods were used?", 30, 8, passages=chosen)
     packed = reader.packed_windows(doc, chosen, query.text)
     assert 1 < len(packed) < len(reader.windows(doc))

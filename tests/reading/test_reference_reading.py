@@ -36,7 +36,7 @@ def test_model_inputs_are_the_tokenizers_question_context_windows(tiny_models, f
     built = [reader._build(reader.encode(doc), f).ids for f in features]
     assert built == expected
     # the shared layout (mlpsych's default) reads other windows: this test would catch a preset that lost it
-    shared = Reader(str(tiny_models[family]), ReaderSettings(max_length=64, stride=16))
+    shared = Reader(str(tiny_models[family]), ReaderSettings(max_length=64, stride=16, layout="shared"))
     shared.load_tokenizer()
     assert len(shared._features([(doc, [Query("q1", QUESTION, 30, 15)])])) != len(expected)
 
@@ -83,7 +83,7 @@ def test_duplicates_from_overlapping_windows_are_kept_and_the_length_bound_is_th
 def test_blank_tokens_are_kept_in_the_input(tiny_models):
     text = "We used SVM ,  random forest ( RF ) and R ."
     doc = Document(id="d", text=text)
-    dropped = Reader(str(tiny_models["deberta-v2"]), ReaderSettings()).encode(doc)
+    dropped = Reader(str(tiny_models["deberta-v2"]), ReaderSettings(keep_blank_tokens=False)).encode(doc)
     reader = reference_reader(tiny_models["deberta-v2"])
     kept = reader.encode(doc)
     assert kept.ids == reader.tokenizer(text, add_special_tokens=False)["input_ids"]
