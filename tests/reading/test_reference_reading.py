@@ -109,3 +109,16 @@ def test_exhaustive_search_is_the_best_pairs_in_the_length_band():
     assert [(c.char_start, c.char_end) for c in found] == [(offsets[s][0], offsets[e][1]) for _, s, e in pairs]
     assert [c.score for c in found] == pytest.approx([p for p, _, _ in pairs], rel=1e-6)
     assert null == pytest.approx(p_start[0] * p_end[0], rel=1e-6)
+
+
+@pytest.mark.parametrize("family", ["albert", "bert"])
+def test_a_read_restricted_to_shared_windows_fits_a_long_question(tiny_models, family):
+    """Retrieval picks windows of the shared layout; read with a long question they borrow from the overlap
+    rather than overflow the model's positions (found by the app test: ALBERT failed on a long sub-question)."""
+    reader = Reader(str(tiny_models[family]), ReaderSettings(max_length=64, stride=16, question_tokens=8))
+    doc = Document(id="d", text=TEXT)
+    long_question = "What was " + "with a mean correlation of r = .46 (95% CI [.37, .54]) " * 3 + "used for?"
+    features = reader._features([(doc, [Query("q4", long_question, 5, 15, windows=(0, 1, 2))])])
+    built = [reader._build(reader.encode(doc), f).ids for f in features]
+    assert len(built) == 3 and max(len(ids) for ids in built) <= 64
+    assert reader.run(doc, [Query("q4", long_question, 5, 15, windows=(0, 1, 2))])[0]
