@@ -18,9 +18,11 @@ class ReaderSettings(BaseModel):
 
     stride: int = Field(default=128, ge=0)  # tokens shared by consecutive windows (the paper's doc_stride)
     # Tokens per model input (within the model's maximum; None: the model's maximum). 384 as the transformers
-    # pipeline; the answer benchmark measured the model's 512 no better (benchmarks/README.md, answer_quality).
+    # pipeline; the model's 512 shared by all questions was not better on both halves of the development papers
+    # (benchmarks/README.md, answer_quality).
     max_length: int | None = Field(default=384, ge=16)
-    # Room kept for the question, so windows do not depend on it. A longer question borrows up to stride // 2
+    # In the shared layout (retrieval's windows), room kept for the question, so windows do not depend on it.
+    # A longer question borrows up to stride // 2
     # tokens from the side of the window its neighbour also reads (nothing goes unread), and is cut beyond that.
     question_tokens: int = Field(default=24, ge=1)
     n_best: int = Field(default=20, ge=1)  # start and end candidates per window
@@ -30,7 +32,8 @@ class ReaderSettings(BaseModel):
     dtype: str = "auto"
     # How the transformers question-answering pipeline of the paper's code reads, one field per choice so
     # benchmarks/answer_quality.py measures each alone. The defaults are the pipeline's wherever mlpsych's own way
-    # did not measure better on answers (decision table in benchmarks/README.md): only longer answers stayed.
+    # did not measure better on answers (decision table in benchmarks/README.md); of mlpsych's own choices only
+    # longer phrase answers stayed (questions.DEFAULT_MAX_ANSWER_TOKENS).
     # "shared": windows laid out once per paper with ``question_tokens`` of room (every question reads the same
     # windows); "per_question": each question's windows fill ``max_length`` around its own tokens (the pipeline).
     layout: Literal["shared", "per_question"] = "per_question"
