@@ -21,9 +21,9 @@ class ReaderSettings(BaseModel):
     # pipeline; the model's 512 shared by all questions was not better on both halves of the development papers
     # (benchmarks/README.md, answer_quality).
     max_length: int | None = Field(default=384, ge=16)
-    # In the shared layout (retrieval's windows), room kept for the question, so windows do not depend on it.
-    # A longer question borrows up to stride // 2
-    # tokens from the side of the window its neighbour also reads (nothing goes unread), and is cut beyond that.
+    # In the shared layout (retrieval's windows), room kept for the question, so windows do not depend on it. A
+    # longer question borrows up to stride // 2 tokens from the side of the window its neighbour also reads
+    # (nothing goes unread), and is cut beyond that.
     question_tokens: int = Field(default=24, ge=1)
     n_best: int = Field(default=20, ge=1)  # start and end candidates per window
     batch_size: int | None = Field(default=None, ge=1)  # None: ``Reader.default_batch_size`` for device and model
