@@ -177,6 +177,37 @@ def _write_json(path: Path, data: object) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def _write_tokenizer_files(out: Path, specials: dict[str, object], **config: object) -> None:
+    """``special_tokens_map.json`` and ``tokenizer_config.json`` (the specials plus ``config``), as Hub repos have."""
+    _write_json(out / "special_tokens_map.json", specials)
+    _write_json(out / "tokenizer_config.json", {**specials, **config})
+
+
+def _mask_token(content: str) -> dict[str, object]:
+    """A mask token that swallows the space before it, as ALBERT's and RoBERTa's are saved."""
+    return {"content": content, "lstrip": True, "normalized": False, "rstrip": False, "single_word": False}
+
+
+def _deberta_v3_files(out: Path, model: bytes) -> int:
+    """DeBERTa-v3's files around a trained ``spm.model`` ([MASK] added after its pieces); the tokenizer's size."""
+    (out / "spm.model").write_bytes(model)
+    size = _spm_size(model)
+    specials = {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "[UNK]", "sep_token": "[SEP]",
+                "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}
+    _write_json(out / "added_tokens.json", {"[MASK]": size})
+    _write_tokenizer_files(out, specials, tokenizer_class="DebertaV2Tokenizer", do_lower_case=False,
+                           split_by_punct=False, vocab_type="spm", model_max_length=MODEL_MAX_LENGTH, sp_model_kwargs={})
+    return size + 1
+
+
+def _wordpiece_files(out: Path, tokenizer_class: str) -> None:
+    """BERT/ELECTRA's files beside a ``vocab.txt`` (lowercased WordPiece)."""
+    specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                "mask_token": "[MASK]"}
+    _write_tokenizer_files(out, specials, tokenizer_class=tokenizer_class, do_lower_case=True, strip_accents=None,
+                           tokenize_chinese_chars=True, model_max_length=MODEL_MAX_LENGTH)
+
+
 def _train_sentencepiece(sentences: list[str], **options: object) -> bytes:
     """A unigram sentencepiece model trained in memory (single thread, so the bytes are reproducible)."""
     import sentencepiece as spm
@@ -197,19 +228,10 @@ def _deberta_tokenizer(out: Path) -> int:
         corpus(), pad_id=0, bos_id=1, eos_id=2, unk_id=3, normalization_rule_name="identity",
         pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]", unk_piece="[UNK]",
     )
-    (out / "spm.model").write_bytes(model)
-    size = _spm_size(model)
-    specials = {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "[UNK]", "sep_token": "[SEP]",
-                "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}
-    _write_json(out / "added_tokens.json", {"[MASK]": size})
-    _write_json(out / "special_tokens_map.json", specials)
-    _write_json(out / "tokenizer_config.json", {
-        **specials, "tokenizer_class": "DebertaV2Tokenizer", "do_lower_case": False, "split_by_punct": False,
-        "vocab_type": "spm", "model_max_length": MODEL_MAX_LENGTH, "sp_model_kwargs": {},
-    })
+    size = _deberta_v3_files(out, model)
     # Like the real checkpoint (128100 embedding rows for 128001 tokens) the embedding matrix is larger than
     # the tokenizer, so code that assumes len(tokenizer) == vocab_size fails here as it would in a real run.
-    return -(-(size + 1) // 100) * 100
+    return -(-size // 100) * 100
 
 
 def _albert_tokenizer(out: Path) -> int:
@@ -220,14 +242,9 @@ def _albert_tokenizer(out: Path) -> int:
     )
     (out / "spiece.model").write_bytes(model)
     specials = {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>", "sep_token": "[SEP]",
-                "pad_token": "<pad>", "cls_token": "[CLS]",
-                "mask_token": {"content": "[MASK]", "lstrip": True, "normalized": False, "rstrip": False,
-                               "single_word": False}}
-    _write_json(out / "special_tokens_map.json", specials)
-    _write_json(out / "tokenizer_config.json", {
-        **specials, "tokenizer_class": "AlbertTokenizer", "do_lower_case": True, "keep_accents": False,
-        "remove_space": True, "model_max_length": MODEL_MAX_LENGTH,
-    })
+                "pad_token": "<pad>", "cls_token": "[CLS]", "mask_token": _mask_token("[MASK]")}
+    _write_tokenizer_files(out, specials, tokenizer_class="AlbertTokenizer", do_lower_case=True, keep_accents=False,
+                           remove_space=True, model_max_length=MODEL_MAX_LENGTH)
     return _spm_size(model)
 
 
@@ -269,13 +286,7 @@ def _wordpiece_tokenizer(out: Path, tokenizer_class: str) -> int:
         pieces[piece[1:] if piece.startswith(marker) else f"##{piece}"] = None
     vocab = list(pieces)[:VOCAB_SIZE]
     (out / "vocab.txt").write_text("".join(f"{piece}\n" for piece in vocab), encoding="utf-8")
-    special_map = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-                   "mask_token": "[MASK]"}
-    _write_json(out / "special_tokens_map.json", special_map)
-    _write_json(out / "tokenizer_config.json", {
-        **special_map, "tokenizer_class": tokenizer_class, "do_lower_case": True, "strip_accents": None,
-        "tokenize_chinese_chars": True, "model_max_length": MODEL_MAX_LENGTH,
-    })
+    _wordpiece_files(out, tokenizer_class)
     return len(vocab)
 
 
@@ -297,14 +308,9 @@ def _roberta_tokenizer(out: Path) -> int:
     vocab["<mask>"] = len(vocab)
     (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     specials = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "sep_token": "</s>",
-                "pad_token": "<pad>", "cls_token": "<s>",
-                "mask_token": {"content": "<mask>", "lstrip": True, "normalized": False, "rstrip": False,
-                               "single_word": False}}
-    _write_json(out / "special_tokens_map.json", specials)
-    _write_json(out / "tokenizer_config.json", {
-        **specials, "tokenizer_class": "RobertaTokenizer", "add_prefix_space": False, "errors": "replace",
-        "trim_offsets": True, "model_max_length": MODEL_MAX_LENGTH,
-    })
+                "pad_token": "<pad>", "cls_token": "<s>", "mask_token": _mask_token("<mask>")}
+    _write_tokenizer_files(out, specials, tokenizer_class="RobertaTokenizer", add_prefix_space=False, errors="replace",
+                           trim_offsets=True, model_max_length=MODEL_MAX_LENGTH)
     return len(vocab)
 
 
@@ -352,12 +358,9 @@ def _llama_tokenizer(out: Path) -> int:
         ),
     ])
     tok.save(str(out / "tokenizer.json"))
-    _write_json(out / "special_tokens_map.json", {"bos_token": bos, "eos_token": "<|eot_id|>"})
-    _write_json(out / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": bos, "eos_token": "<|eot_id|>",
-        "clean_up_tokenization_spaces": False, "model_input_names": ["input_ids", "attention_mask"],
-        "model_max_length": 8192, "chat_template": LLAMA_CHAT_TEMPLATE,
-    })
+    _write_tokenizer_files(out, {"bos_token": bos, "eos_token": "<|eot_id|>"}, tokenizer_class="PreTrainedTokenizerFast",
+                           clean_up_tokenization_spaces=False, model_input_names=["input_ids", "attention_mask"],
+                           model_max_length=8192, chat_template=LLAMA_CHAT_TEMPLATE)
     return tok.get_vocab_size(with_added_tokens=True)
 
 
@@ -595,13 +598,7 @@ def _bert_uncased_vocab(out: Path) -> int | None:
     if folder is None or not (folder / "vocab.txt").is_file():
         return None
     shutil.copyfile(folder / "vocab.txt", out / "vocab.txt")
-    special_map = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-                   "mask_token": "[MASK]"}
-    _write_json(out / "special_tokens_map.json", special_map)
-    _write_json(out / "tokenizer_config.json", {
-        **special_map, "tokenizer_class": "ElectraTokenizer", "do_lower_case": True, "strip_accents": None,
-        "tokenize_chinese_chars": True, "model_max_length": MODEL_MAX_LENGTH,
-    })
+    _wordpiece_files(out, "ElectraTokenizer")
     return sum(1 for _ in (out / "vocab.txt").open(encoding="utf-8"))
 
 
@@ -618,17 +615,7 @@ def _deberta_tokenizer_on(out: Path, texts: list[str], vocab_size: int) -> int:
         eos_piece="[SEP]", unk_piece="[UNK]", input_sentence_size=200_000, shuffle_input_sentence=True,
     )
     model = buffer.getvalue()
-    (out / "spm.model").write_bytes(model)
-    size = _spm_size(model)
-    specials = {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "[UNK]", "sep_token": "[SEP]",
-                "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}
-    _write_json(out / "added_tokens.json", {"[MASK]": size})
-    _write_json(out / "special_tokens_map.json", specials)
-    _write_json(out / "tokenizer_config.json", {
-        **specials, "tokenizer_class": "DebertaV2Tokenizer", "do_lower_case": False, "split_by_punct": False,
-        "vocab_type": "spm", "model_max_length": MODEL_MAX_LENGTH, "sp_model_kwargs": {},
-    })
-    return size + 1
+    return _deberta_v3_files(out, model)
 
 
 def build_model_with_config(family: str, out_dir: Path, size: str = "large", *, seed: int = 0,
