@@ -120,15 +120,19 @@ def decode_window_exhaustive(
     if ctx.size == 0:
         return [], scores.null_score
     p_start, p_end = np.exp(scores.log_start[ctx]), np.exp(scores.log_end[ctx])
-    band = np.triu(np.tril(np.outer(p_start, p_end), max_answer_tokens - 1))  # end >= start, length bounded
+    # Only the band of allowed lengths: band[s, d] is the span from s to s + d (zero past the context's end), in
+    # the same (start, end) order as the whole start x end matrix, without its n x n cells.
+    n, width = ctx.size, min(max_answer_tokens, ctx.size)
+    ends = np.arange(n)[:, None] + np.arange(width)[None, :]
+    band = np.where(ends < n, p_start[:, None] * p_end[np.minimum(ends, n - 1)], 0.0)
     flat = band.ravel()
     k = min(top_k, flat.size)
     best = np.argpartition(-flat, k - 1)[:k] if k < flat.size else np.arange(flat.size)
     best = best[np.argsort(-flat[best], kind="stable")]
     candidates = []
-    for s, e in zip(*np.unravel_index(best, band.shape)):
-        score = float(band[s, e])
-        found = _candidate(ctx[s], ctx[e], score, scores, offsets, max_answer_tokens, window, pieces) \
+    for s, d in zip(*np.unravel_index(best, band.shape)):
+        score = float(band[s, d])
+        found = _candidate(ctx[s], ctx[s + d], score, scores, offsets, max_answer_tokens, window, pieces) \
             if score > 0.0 else None
         if found is not None:
             candidates.append(found)
