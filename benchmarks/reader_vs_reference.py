@@ -56,16 +56,17 @@ def ensure_ref_venv(venv: Path, pins: list[str] | None = None) -> Path:
 
 
 def load_papers(data: Path, count: int, max_words: int, pick: str = "first") -> list[dict]:
-    """``count`` development papers: the first ones, or those closest to the median length (``pick='median'``),
+    """``count`` development papers: the first ones, or those closest to the median (or mean) length,
     with their gold q1 answers (the bridge entities of a whole-template run)."""
     with open(data / "text.json", encoding="utf-8") as handle:
         texts = json.loads(json.load(handle))
     with open(data / "answers_dev.json", encoding="utf-8") as handle:
         q1_gold = json.load(handle)["q1"]
     ids = list(q1_gold)
-    if pick == "median":
-        median = statistics.median(len(texts[i].split()) for i in ids)
-        ids = sorted(ids, key=lambda i: abs(len(texts[i].split()) - median))
+    if pick in ("median", "mean"):
+        lengths = [len(texts[i].split()) for i in ids]
+        middle = statistics.median(lengths) if pick == "median" else statistics.mean(lengths)
+        ids = sorted(ids, key=lambda i: abs(len(texts[i].split()) - middle))
     papers = []
     for pid in ids[:count]:
         words = texts[pid].split(" ")
@@ -90,38 +91,42 @@ def template_questions(paper: dict, ensembles: bool = False) -> list[tuple[str, 
     return asked
 
 
-def template_queries(paper: dict, doc, reader, selector) -> list:
-    """Our queries for the whole template under the fast preset's retrieval (with q4's general sub-question)."""
+def template_queries(paper: dict, doc, reader, selector, small) -> list:
+    """Our queries for the whole template under the fast preset: the small reader reads each question's windows
+    (q4: each entity's, with the template's ``also_ask`` sub-questions), the cascade picks the large reader's."""
     from mlpsych.multihop import entities_to_ask
     from mlpsych.reading.reader import Query
-    from mlpsych.retrieval import plan_for, restrict
+    from mlpsych.retrieval import cascade, plan_for
     from mlpsych.settings import PRESETS
 
+    fast = PRESETS["fast"].retrieval
     asked = template_questions(paper)
     q4 = next(q for _, e, q in asked if q.bridge_from) if any(e for _, e, _ in asked) else None
     if q4 is not None:
         entities = paper["entities"][: q4.max_sub_questions]
         asked += [(q4.sub_question(e), e, q4) for e in entities_to_ask(q4, entities, True)[len(entities):]]
-    queries = []
-    for text, entity, q in asked:
-        query = Query(q.id, text, top_k=30, max_answer_tokens=30, bridge_entity=entity)
-        queries.append(restrict(query, plan_for(q.retrieval, PRESETS["fast"].retrieval), selector, reader, doc))
-    return queries
+    queries = [Query(q.id, text, top_k=q.top_k, max_answer_tokens=q.answer_tokens, bridge_entity=entity)
+               for text, entity, q in asked]
+    found = small.run(doc, [cascade.small_query(query, fast.cascade, small, doc) for query in queries])
+    return [cascade.restrict(query, plan_for(q.retrieval, fast), selector, reader, doc, found[i])
+            for i, (query, (_, _, q)) in enumerate(zip(queries, asked))]
+
+
+def build_model(work: Path, family: str, size: str, data: Path) -> Path:
+    """A random-weight model in the real architecture of ``family``-``size``, built once in ``work``."""
+    from mlpsych.dev.tiny import build_model_with_config
+
+    out = work / f"{family}-{size}"
+    if not (out / "model.safetensors").is_file():
+        print(f"building random-weight {family}-{size} in {out} ...", flush=True)
+        with open(data / "text.json", encoding="utf-8") as handle:
+            corpus = list(json.loads(json.load(handle)).values())
+        build_model_with_config(family, out, size, tokenizer_texts=corpus)
+    return out
 
 
 def build_models(work: Path, families: list[str], data: Path) -> dict[str, Path]:
-    from mlpsych.dev.tiny import build_model_with_config
-
-    with open(data / "text.json", encoding="utf-8") as handle:
-        corpus = list(json.loads(json.load(handle)).values())
-    paths = {}
-    for family in families:
-        out = work / f"{family}-{SIZES[family]}"
-        if not (out / "model.safetensors").is_file():
-            print(f"building random-weight {family}-{SIZES[family]} in {out} ...", flush=True)
-            build_model_with_config(family, out, SIZES[family], tokenizer_texts=corpus)
-        paths[family] = out
-    return paths
+    return {family: build_model(work, family, SIZES[family], data) for family in families}
 
 
 def run_reference(python: Path, model: Path, papers: list[dict], threads: int, template: bool = False,
@@ -140,9 +145,11 @@ def run_reference(python: Path, model: Path, papers: list[dict], threads: int, t
 
 
 def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, threads: int,
-             question_tokens: int | None = None, batch_size: int | None = None, template: bool = False) -> dict:
+             question_tokens: int | None = None, batch_size: int | None = None, template: bool = False,
+             small_model: Path | None = None) -> dict:
     """Seconds per paper for our reader; ``budget`` = BM25 retrieval of that many windows, None = full read;
-    ``template``: the whole template with the fast preset's retrieval."""
+    ``template``: the whole template as the fast preset reads it, ``small_model`` reading first (the cascade),
+    ``model`` the windows it picks, at the fast preset's window length (the model's maximum)."""
     import torch
 
     from mlpsych.documents import Document
@@ -152,10 +159,14 @@ def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, th
 
     torch.set_num_threads(threads)
     room = {} if question_tokens is None else {"question_tokens": question_tokens}
-    reader = Reader(str(model), ReaderSettings(max_length=384, stride=128, batch_size=batch_size, device="cpu", dtype=dtype,
-                                               **room))
+    length = None if template else 384
+    reader = Reader(str(model), ReaderSettings(max_length=length, stride=128, batch_size=batch_size, device="cpu",
+                                               dtype=dtype, **room))
+    small = Reader(str(small_model), ReaderSettings(max_length=None, device="cpu", dtype=dtype)) if template else None
     started = time.perf_counter()
     reader.warm_up()
+    if small is not None:
+        small.warm_up()
     load_seconds = time.perf_counter() - started
     selector = WindowSelector()
     out = []
@@ -163,17 +174,22 @@ def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, th
         doc = Document(id=paper["id"], text=paper["text"])
         tick = time.perf_counter()
         windows = reader.windows(doc)
+        small_before = small.windows_read if small else 0
         if template:
-            queries = template_queries(paper, doc, reader, selector)
+            queries = template_queries(paper, doc, reader, selector, small)
         else:
             chosen = selector.select(doc, windows, QUESTION, Plan(mode="bm25", budget=budget)) if budget else None
             queries = [Query("q1", QUESTION, top_k=30, max_answer_tokens=30, windows=chosen)]
         before = reader.windows_read
         reader.run(doc, queries)
         out.append({"id": paper["id"], "seconds": time.perf_counter() - tick, "windows": reader.windows_read - before,
-                    "all_windows": len(windows)})
+                    "all_windows": len(windows), "small_windows": small.windows_read - small_before if small else 0})
         reader._encoded.clear()  # each paper tokenized inside its own timing
+        if small is not None:
+            small._encoded.clear()
     reader.release()
+    if small is not None:
+        small.release()
     return {"load_seconds": load_seconds, "papers": out}
 
 
@@ -187,9 +203,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "mlpsych-bench-models")
     parser.add_argument("--ref-venv", type=Path, default=Path(tempfile.gettempdir()) / "mlpsych-ref-venv")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--pick", choices=["first", "median"], default="first",
-                        help="which papers: the first ones, or those of median length")
+    parser.add_argument("--pick", choices=["first", "median", "mean"], default="first",
+                        help="which papers: the first ones, or those closest to the median or mean length")
+    parser.add_argument("--skip-reference", action="store_true", help="time ours only")
     parser.add_argument("--bf16", action="store_true", help="also time our full read in bf16")
+    parser.add_argument("--dtype", default="fp32", help="our readers' dtype with --template (auto: bf16 where the "
+                        "CPU has it, as the fast preset runs)")
     parser.add_argument("--question-tokens", type=int, default=None,
                         help="room our reader keeps for the question in each window (default: ReaderSettings')")
     parser.add_argument("--skip-full", action="store_true", help="time only our read with retrieval")
@@ -213,9 +232,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from mlpsych.settings import ReaderSettings
 
-    python = ensure_ref_venv(args.ref_venv)
-    families = [f for f in args.families.split(",") if f]
-    models = build_models(args.work, families, args.data)
+    python = None if args.skip_reference else ensure_ref_venv(args.ref_venv)
+    families = [f for f in args.families.split(",") if f][: 1 if args.skip_reference else None]
+    models = {} if args.skip_reference else build_models(args.work, families, args.data)
     papers = load_papers(args.data, args.papers, args.max_words, args.pick)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}; "
           f"{len(papers)} papers, {args.max_words or 'all'} words each; "
@@ -223,12 +242,15 @@ def main(argv: list[str] | None = None) -> None:
           f"{' (reference: every question per ensemble model)' if args.ensembles else ''}; "
           f"our question room {args.question_tokens or ReaderSettings().question_tokens} tokens")
     for family in families:
-        model = models[family]
-        arms = [("reference", lambda: run_reference(python, model, papers, args.threads, args.template,
-                                                    args.ensembles))]
-        if args.template:
-            arms.append(("ours, fast preset retrieval", lambda: run_ours(model, papers, None, "fp32", args.threads,
-                                                                         args.question_tokens, template=True)))
+        model = models.get(family)
+        arms = [] if args.skip_reference else [
+            ("reference", lambda: run_reference(python, model, papers, args.threads, args.template, args.ensembles))]
+        if args.template:  # the fast preset's readers: DeBERTa-v3-base in the large slots, MiniLM-L12 choosing
+            base = build_model(args.work, "deberta-v2", "base", args.data)
+            small = build_model(args.work, "bert", "minilm-l12", args.data)
+            arms.append(("ours, fast (cascade)", lambda: run_ours(base, papers, None, args.dtype, args.threads,
+                                                                  args.question_tokens, template=True,
+                                                                  small_model=small)))
         if not args.skip_full and not args.template:
             for size in args.batch_sizes:
                 arms.append((f"ours, full read, batch {size or 'auto'}", partial(run_ours, model, papers, None, "fp32",
@@ -252,6 +274,15 @@ def _median_seconds(runs: list[dict], paper: int) -> float:
 
 def report(family: str, papers: list[dict], runs: dict[str, list[dict]]) -> None:
     """Per paper the median seconds of each arm over the repetitions, and reference/ours ratios."""
+    if "reference" not in runs:
+        for label, r in runs.items():
+            print(f"\n== {label}; median of {len(r)} repetitions; model load {r[0]['load_seconds']:.1f} s")
+            for i, paper in enumerate(papers):
+                cell = r[0]["papers"][i]
+                print(f"{paper['id']:<14}{len(paper['text'].split()):>7} words {_median_seconds(r, i):>8.1f} s  "
+                      f"large windows {cell['windows']}, small windows {cell['small_windows']} "
+                      f"(of {cell['all_windows']} large windows in the paper)")
+        return
     ref_runs = runs["reference"]
     ours = [(label, r) for label, r in runs.items() if label != "reference"]
     print(f"\n== {family}-{SIZES[family]} (random weights); reference: transformers {ref_runs[0]['transformers']}, "

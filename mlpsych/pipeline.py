@@ -23,12 +23,13 @@ from mlpsych.documents import Document
 from mlpsych.errors import NormalizerUnavailable, one_line
 from mlpsych.models import ModelLoadError
 from mlpsych.normalize.llm import ListNormalizer
-from mlpsych.progress import ProgressCallback, ProgressEvent
+from mlpsych.progress import ProgressCallback, ProgressEvent, Stage
 from mlpsych.questions import QuestionSet, QuestionTemplate
+from mlpsych.reading.cost import flops
 from mlpsych.reading.merge import combine, merge_spans
 from mlpsych.reading.reader import Query, Reader
 from mlpsych.reading.released import per_entity_answers, released_answers, union_of_models
-from mlpsych.retrieval import WindowSelector, plan_for, restrict
+from mlpsych.retrieval import WindowSelector, cascade, plan_for, restrict
 from mlpsych.settings import RunSettings
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ class _Unit:
     doc: Document
     question: QuestionTemplate
     query: Query
+    small_spans: list[Span] | None = None  # the cascade's small reader's spans, when its plan has a cascade
 
 
 @dataclass
@@ -135,6 +137,7 @@ class Pipeline:
         self.progress = progress
         self.on_progress = on_progress
         self.windows_read = 0
+        self.tokens_read: dict[str, int] = {}  # model -> input tokens read (not cached): its FLOPs in the info
         self.model_loads: list[str] = []
         self.llm_generated = 0  # prompts sent to an LLM (cached outputs are not)
         # Models stay loaded between runs only when asked (a long-lived worker); otherwise each model is released
@@ -159,7 +162,11 @@ class Pipeline:
         from mlpsych.normalize.answers import choose_model
 
         planned: list[ProgressEvent] = []
+        small = self.settings.retrieval.cascade.model
         for level in question_levels(self.questions):
+            cascaded = tuple(q.id for q in level if plan_for(q.retrieval, self.settings.retrieval) is not None)
+            if small and cascaded:  # the cascade's small reader reads first
+                planned.append(ProgressEvent("select", cascaded, small, 0, n_papers, "paper"))
             for model in dict.fromkeys(m for q in level for m in q.models):
                 ids = tuple(q.id for q in level if model in q.models)
                 planned.append(ProgressEvent("read", ids, model, 0, n_papers, "paper"))
@@ -186,20 +193,49 @@ class Pipeline:
         )
 
     def _windowed(self, unit: _Unit, reader: Reader, doc: Document) -> Query:
-        """The unit's query restricted to the windows retrieval picks (the tokenizer decides; no model is loaded)."""
+        """The unit's query restricted to the windows retrieval picks (the tokenizer decides; no model is loaded):
+        by the small reader's spans under a cascade, else by the template's retrieval signals."""
         plan = plan_for(unit.question.retrieval, self.settings.retrieval)
-        if plan is None:
+        if plan is None or not self._can_window(reader, doc):
             return unit.query
         if self._selector is None:
             self._selector = WindowSelector(self.settings.retrieval)
-        try:  # windowing alone is guarded: a selection error is a bug and must surface
+        if plan.cascade is None:
+            return restrict(unit.query, plan, self._selector, reader, doc)
+        if unit.small_spans is None:  # the small reader failed on this paper (its status says so): read it all
+            return unit.query
+        chosen = cascade.restrict(unit.query, plan, self._selector, reader, doc, unit.small_spans)
+        return replace(chosen, selected_by=self._cascade_identity())
+
+    @staticmethod
+    def _can_window(reader: Reader, doc: Document) -> bool:
+        """Whether the reader's tokenizer windows the paper; if not, the paper fails in reading with its own
+        message (windowing alone is guarded: a selection error is a bug and must surface)."""
+        try:
             reader.windows(doc)
         except ModelLoadError:
             raise
-        except Exception as error:  # a paper the tokenizer chokes on fails in reading, with its own message
+        except Exception as error:  # noqa: BLE001
             log.debug("%s: windowing failed (%s); reading all windows", doc.id, error)
-            return unit.query
-        return restrict(unit.query, plan, self._selector, reader, doc)
+            return False
+        return True
+
+    def _small_windowed(self, unit: _Unit, reader: Reader, doc: Document) -> Query:
+        """What the cascade's small reader reads for a unit: every window, or its sub-question's entity windows."""
+        settings = self.settings.retrieval.cascade
+        if not self._can_window(reader, doc):
+            return replace(unit.query, top_k=settings.spans, allow_empty=False)
+        return cascade.small_query(unit.query, settings, reader, doc)
+
+    def _cascade_identity(self) -> str:
+        """The small reader (its fingerprint) and the cascade's settings: what chose a large reader's windows."""
+        settings = self.settings.retrieval.cascade
+        return make_key(model=model_fingerprint(settings.model), cascade=settings.model_dump(exclude={"model"}),
+                        small_reader=self.settings.reader.cache_fields())
+
+    def _cascaded(self, unit: _Unit) -> bool:
+        plan = plan_for(unit.question.retrieval, self.settings.retrieval)
+        return plan is not None and plan.cascade is not None
 
     def _read_key(self, doc: Document, model: str, query: Query) -> str:
         return make_key(
@@ -207,41 +243,63 @@ class Pipeline:
             question=query.text, top_k=query.top_k, max_answer_tokens=query.max_answer_tokens,
             allow_empty=query.allow_empty, windows=query.windows, passages=query.passages,
             settings=self.settings.reader.cache_fields(),
+            **({"selected_by": query.selected_by} if query.selected_by else {}),
         )
 
     def _read(self, units: list[_Unit], result: RunResult, label: str) -> dict[tuple[int, str], list[Span]]:
         """Spans per (unit index, model): each model loaded once (only if something is not cached)."""
+        self._read_small(units, result, label)
         spans: dict[tuple[int, str], list[Span]] = {}
         for model in dict.fromkeys(m for u in units for m in u.question.models):
-            reader = self._readers.get(model) or Reader(model, self.settings.reader)
-            windows_before = reader.windows_read
-            self._read_with(reader, model, [(i, u) for i, u in enumerate(units) if model in u.question.models],
-                            spans, result, label)
-            self.windows_read += reader.windows_read - windows_before
-            if self.keep_loaded:
-                self._readers[model] = reader
-            else:
-                reader.release()
+            self._read_model(model, [(i, u) for i, u in enumerate(units) if model in u.question.models], spans,
+                             result, label)
         return spans
 
+    def _read_small(self, units: list[_Unit], result: RunResult, label: str) -> None:
+        """The cascade's first pass: the small reader reads every window for each unit whose plan has a cascade
+        (cached like any read); its spans go on the unit, where they choose the large readers' windows."""
+        mine = [(i, u) for i, u in enumerate(units) if self._cascaded(u)]
+        if not mine:
+            return
+        model = self.settings.retrieval.cascade.model
+        found: dict[tuple[int, str], list[Span]] = {}
+        self._read_model(model, mine, found, result, label, "select")
+        for i, unit in mine:
+            unit.small_spans = found.get((i, model))
+
+    def _read_model(self, model: str, mine: list[tuple[int, _Unit]], spans: dict[tuple[int, str], list[Span]],
+                    result: RunResult, label: str, stage: Stage = "read") -> None:
+        """Read units with one model (loaded once, released after unless kept), counting its windows and tokens;
+        ``stage`` "select" is the cascade's small reader choosing windows."""
+        reader = self._readers.get(model) or Reader(model, self.settings.reader)
+        windows_before, tokens_before = reader.windows_read, reader.tokens_read
+        self._read_with(reader, model, mine, spans, result, label, stage)
+        self.windows_read += reader.windows_read - windows_before
+        self.tokens_read[model] = self.tokens_read.get(model, 0) + reader.tokens_read - tokens_before
+        if self.keep_loaded:
+            self._readers[model] = reader
+        else:
+            reader.release()
+
     def _read_with(self, reader: Reader, model: str, mine: list[tuple[int, _Unit]],
-                   spans: dict[tuple[int, str], list[Span]], result: RunResult, label: str) -> None:
+                   spans: dict[tuple[int, str], list[Span]], result: RunResult, label: str, stage: Stage) -> None:
         """Read every paper's uncached questions with one model, several papers' windows in shared batches
         (when each has few windows to read, as with retrieval); each group is cached as soon as it is read."""
         by_doc: dict[str, list[int]] = {}
         for i, unit in mine:
             by_doc.setdefault(unit.doc.id, []).append(i)
         units = dict(mine)
-        step = ProgressEvent("read", tuple(dict.fromkeys(u.question.id for _, u in mine)), model, 0, len(by_doc),
+        step = ProgressEvent(stage, tuple(dict.fromkeys(u.question.id for _, u in mine)), model, 0, len(by_doc),
                              "paper")
-        bar = tqdm(total=len(by_doc), desc=f"{label} · {model.rstrip('/').split('/')[-1]}", unit="paper",
-                   disable=not self.progress)
+        windowed = self._small_windowed if stage == "select" else self._windowed
+        doing = f"{label} · {model.rstrip('/').split('/')[-1]}" + (" choosing windows" if stage == "select" else "")
+        bar = tqdm(total=len(by_doc), desc=doing, unit="paper", disable=not self.progress)
         pending: list[_Pending] = []
         waiting = 0  # windows the pending papers will cost, counted once per paper
         for seen, indices in enumerate(by_doc.values(), start=1):
             doc = units[indices[0]].doc
             with isolated(result, doc.id, f"windowing {label} with {model}"):
-                queries = {i: self._windowed(units[i], reader, doc) for i in indices}
+                queries = {i: windowed(units[i], reader, doc) for i in indices}
                 todo = []
                 for i in indices:
                     cached = self.cache.get(self._read_key(doc, model, queries[i]))
@@ -545,6 +603,8 @@ class Pipeline:
             "cache_hits": self.cache.hits,
             "cache_misses": self.cache.misses,
             "windows_read": self.windows_read,
+            "tokens_read": dict(self.tokens_read),
+            "reader_gflops": {m: round(flops(m, t) / 1e9, 1) for m, t in self.tokens_read.items()},
             "models_loaded": list(self.model_loads),
             "llm_prompts_generated": self.llm_generated,
         }

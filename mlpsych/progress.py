@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-Stage = Literal["read", "normalize"]
+Stage = Literal["read", "select", "normalize"]  # select: a cascade's small reader choosing windows
 Unit = Literal["paper", "batch"]
 
 

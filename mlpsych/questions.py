@@ -49,8 +49,8 @@ class RetrievalSpec(BaseModel):
     # Words added to the question when windows are scored ("software package library version").
     query: str = ""
     # What marks a window worth reading, fused by rank: "question" (BM25/dense on question + query) and the
-    # pattern signals of mlpsych.retrieval.signals ("methods", "software", "aims", "purpose", "uses", "early").
-    signals: list[Literal["question", "methods", "software", "aims", "purpose", "uses", "early"]] = Field(
+    # pattern signals of mlpsych.retrieval.signals ("methods", "software", "aims", "purpose", "early").
+    signals: list[Literal["question", "methods", "software", "aims", "purpose", "early"]] = Field(
         default_factory=lambda: ["question"], min_length=1)
     diverse: bool = False  # prefer windows that name methods/software not yet covered by the windows picked
     # What is chosen: whole windows, or sentences packed into ``budget`` windows (for answers stated in single

@@ -10,7 +10,7 @@ from mlpsych.questions import load_question_set
 from mlpsych.settings import PRESETS, ReaderSettings, RunSettings, apply_preset, get_preset, substitute_models
 
 
-def test_fast_preset_reads_each_question_with_one_base_reader_and_turns_retrieval_on():
+def test_fast_preset_reads_each_question_with_one_base_reader_behind_a_small_one():
     questions = load_question_set("mlpsych")
     settings = RunSettings(reader=ReaderSettings(stride=64), max_sub_questions=7)
     new_q, new_s = apply_preset("fast", questions, settings)
@@ -19,10 +19,10 @@ def test_fast_preset_reads_each_question_with_one_base_reader_and_turns_retrieva
     assert models["q2"] == ["deepset/electra-base-squad2"]
     assert models["q3"] == ["deepset/deberta-v3-base-squad2"]
     assert models["q4"] == ["deepset/deberta-v3-base-squad2"]
-    assert new_s.retrieval.read == "retrieve" and new_s.retrieval.mode == "bm25" and new_s.retrieval.entity_anchor
-    # The templates' budgets apply (the preset sets none); sub-questions: 2 entity windows + 1 of the paper.
-    assert new_s.retrieval.budget is None
-    assert (new_s.retrieval.entity_budget, new_s.retrieval.entity_extra) == (2, 1)
+    assert new_s.retrieval.read == "retrieve" and new_s.retrieval.mode == "bm25"
+    # A cascade: the small reader's spans choose the base readers' windows, ranked with the templates' signals.
+    assert new_s.retrieval.cascade.model == "deepset/minilm-uncased-squad2"
+    assert new_s.retrieval.cascade.fuse == "signals" and 0 < new_s.retrieval.cascade.mass < 1
     assert new_s.preset == "fast"
     # Everything else is kept, and the inputs are not modified.
     assert new_s.reader.stride == 64 and new_s.max_sub_questions == 7
@@ -78,6 +78,8 @@ def test_cli_flags_override_the_preset():
     assert (tuned.retrieval.budget, tuned.retrieval.mode, tuned.retrieval.entity_anchor) == (5, "dense", False)
     assert settings(preset="fast", read="all").retrieval.read == "all"
     assert settings(read="retrieve").retrieval.read == "retrieve"
+    assert settings(preset="fast", small_reader="none").retrieval.cascade.model is None  # BM25 and signals alone
+    assert settings(read="retrieve", small_reader="my/minilm").retrieval.cascade.model == "my/minilm"
     with pytest.raises(ValueError, match="--budget 0: Input should be greater than or equal to 1"):
         settings(budget=0)
     with pytest.raises(ValueError, match="--neighbours 9: "):

@@ -119,7 +119,7 @@ class ProgressTracker:
         return f"{where} · time left: measured after the first {' and the first '.join(unmeasured)}"
 
 
-STAGE_NAMES = {"read": "paper", "normalize": "LLM batch"}
+STAGE_NAMES = {"read": "paper", "select": "paper read by the small reader", "normalize": "LLM batch"}
 
 
 def describe_stage(event: ProgressEvent, done: int, total: int) -> str:
@@ -130,6 +130,8 @@ def describe_stage(event: ProgressEvent, done: int, total: int) -> str:
         return f"loading {model} for {questions}"
     if event.stage == "normalize":
         return f"LLM {model} tidying {questions}: batch {done} of {total}"
+    if event.stage == "select":
+        return f"choosing windows for {questions} with {model}: paper {done} of {total}"
     return f"reading {questions} with {model}: paper {done} of {total}"
 
 

@@ -49,6 +49,10 @@ def add_parser(subparsers) -> None:
          help="how windows are scored when retrieving (default: the template's, else bm25)")
     flag("--budget", type=int, help="windows read per question when retrieving (default: the template's)")
     flag("--neighbours", type=int, help="also read this many windows beside each chosen one")
+    p.add_argument("--small-reader", default=None,
+                   help="when retrieving, a small SQuAD2 reader (Hub id or folder) reads every window first and the "
+                        "template's readers only where its answers weigh most (the fast preset's cascade); 'none' "
+                        "turns the cascade off")
     p.add_argument("--no-entity-anchor", action="store_true",
                    help="sub-questions score all windows instead of only those mentioning their entity")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
@@ -102,6 +106,9 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
     data["llm"]["enabled"] = not getattr(args, "no_normalize", False)
     if getattr(args, "no_entity_anchor", False):
         data["retrieval"]["entity_anchor"] = False
+    small = getattr(args, "small_reader", None)
+    if small is not None:
+        data["retrieval"]["cascade"]["model"] = None if small.lower() == "none" else small
     try:
         return questions, RunSettings.model_validate(data)
     except ValidationError as error:

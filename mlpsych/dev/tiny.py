@@ -585,20 +585,23 @@ REAL_SIZES: dict[tuple[str, str], dict[str, object]] = {
                               intermediate_size=3072, vocab_size=50265),
     ("bert", "minilm-l6"): dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                                 intermediate_size=1536, vocab_size=30522),
+    ("bert", "minilm-l12"): dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=12,  # minilm-uncased-squad2
+                                 intermediate_size=1536, vocab_size=30522),
     ("albert", "xxlarge"): dict(hidden_size=4096, embedding_size=128, num_hidden_layers=12, num_attention_heads=64,
                                 intermediate_size=16384, vocab_size=30000),
 }
 
 
-def _bert_uncased_vocab(out: Path) -> int | None:
-    """The real BERT-uncased WordPiece vocabulary (ELECTRA's exactly), from the offline MiniLM package if present."""
+def _bert_uncased_vocab(out: Path, tokenizer_class: str) -> int | None:
+    """The real BERT-uncased WordPiece vocabulary (ELECTRA's and MiniLM's exactly), from the offline MiniLM package
+    if present."""
     from mlpsych.embeddings import bundled_minilm_dir
 
     folder = bundled_minilm_dir()
     if folder is None or not (folder / "vocab.txt").is_file():
         return None
     shutil.copyfile(folder / "vocab.txt", out / "vocab.txt")
-    _wordpiece_files(out, "ElectraTokenizer")
+    _wordpiece_files(out, tokenizer_class)
     return sum(1 for _ in (out / "vocab.txt").open(encoding="utf-8"))
 
 
@@ -623,8 +626,8 @@ def build_model_with_config(family: str, out_dir: Path, size: str = "large", *, 
     """A random-weight QA model with the real architecture of ``family``/``size`` (e.g. DeBERTa-v3-large).
 
     Weights are random, so answers are noise, but the cost of reading a window is the real one: for speed
-    benchmarks. The tokenizer: ELECTRA gets the real BERT-uncased vocabulary when the offline MiniLM package is
-    installed; DeBERTa gets a sentencepiece model trained on ``tokenizer_texts`` when given (so a paper takes
+    benchmarks. The tokenizer: ELECTRA and BERT (MiniLM) get the real BERT-uncased vocabulary when the offline
+    MiniLM package is installed; DeBERTa gets a sentencepiece model trained on ``tokenizer_texts`` when given (so a paper takes
     about as many tokens as with the real 128k vocabulary), else the tiny one. Other families keep the tiny
     tokenizer (more tokens per word than the real one). The embedding matrix has the real vocabulary size.
     """
@@ -636,8 +639,8 @@ def build_model_with_config(family: str, out_dir: Path, size: str = "large", *, 
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     tokens = None
-    if family == "electra":
-        tokens = _bert_uncased_vocab(out)
+    if family in ("electra", "bert"):
+        tokens = _bert_uncased_vocab(out, "ElectraTokenizer" if family == "electra" else "BertTokenizer")
     elif family == "deberta-v2" and tokenizer_texts:
         tokens = _deberta_tokenizer_on(out, tokenizer_texts, 32000)
     if tokens is None:

@@ -43,6 +43,8 @@ class Query:
     windows: tuple[int, ...] | None = None  # only these windows (retrieval); None = all
     # Or only these char ranges of the paper (retrieval by sentence), packed into windows: see ``pack_passages``.
     passages: tuple[tuple[int, int], ...] | None = None
+    # What chose ``windows`` when it was not the paper's text alone (a cascade's small reader): part of cache keys.
+    selected_by: str | None = None
 
 
 @dataclass
@@ -171,6 +173,7 @@ class Reader:
         self._batch_size = self.settings.batch_size or 0  # chosen at warm-up if not set; halved on CUDA OOM
         self._encoded: dict[str, EncodedDocument] = {}
         self.windows_read = 0  # counted for benchmarks and tests
+        self.tokens_read = 0  # model input tokens (no padding): what reading cost (mlpsych.reading.cost)
 
     def load_tokenizer(self) -> None:
         """The tokenizer alone: enough to window papers (and so to retrieve) before the model is needed."""
@@ -341,6 +344,7 @@ class Reader:
                 continue
             position += len(batch)
             self.windows_read += len(batch)
+            self.tokens_read += sum(len(inputs.ids) for inputs in batch)
             for row, inputs in enumerate(batch):
                 feature = inputs.feature
                 query = papers[feature.paper][1][feature.query]

@@ -34,7 +34,7 @@ from mlpsych.questions import RetrievalSpec
 from mlpsych.reading.reader import Query, Reader
 from mlpsych.reading.windows import Window
 from mlpsych.retrieval.signals import TERM_SIGNALS, diverse_order, reciprocal_rank_fusion, signal_scores, window_terms
-from mlpsych.settings import RetrievalSettings
+from mlpsych.settings import CascadeSettings, RetrievalSettings
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,7 @@ class Plan:
     share: float | None = None  # read this share of the paper's windows, at least ``budget``
     max_budget: int | None = None  # and at most this many
     unit: str = "window"  # or "sentence": sentences packed into the budget's windows
+    cascade: CascadeSettings | None = None  # a small reader's spans choose the windows (retrieval.cascade)
 
     def windows_for(self, n_windows: int) -> int:
         """The budget for a paper cut into ``n_windows`` windows."""
@@ -156,7 +157,7 @@ def plan_for(spec: RetrievalSpec | None, settings: RetrievalSettings) -> Plan | 
     return Plan(mode=settings.mode or template_mode, neighbours=settings.neighbours,
                 entity_anchor=settings.entity_anchor, entity_budget=settings.entity_budget, terms=spec.query,
                 signals=tuple(spec.signals), diverse=spec.diverse, entity_extra=settings.entity_extra, unit=spec.unit,
-                **sized)
+                cascade=settings.cascade if settings.cascade.model else None, **sized)
 
 
 class WindowSelector:
@@ -174,11 +175,15 @@ class WindowSelector:
             return self._dense(question, texts)
         return bm25_scores(question, texts)
 
+    def scores(self, plan: Plan, question: str, texts: Sequence[str], signal: str) -> np.ndarray:
+        """One signal's score per text: BM25 / dense on the question and the template's terms, or a pattern."""
+        if signal == "question":
+            return self._scores(plan.mode, f"{question} {plan.terms}".strip(), texts)
+        return signal_scores(signal, texts)
+
     def _order(self, plan: Plan, question: str, texts: Sequence[str], signals: Sequence[str]) -> list[int]:
         """Positions of ``texts`` best first: the signals fused by rank, or greedily by new terms if ``diverse``."""
-        query = f"{question} {plan.terms}".strip()
-        lists = [self._scores(plan.mode, query, texts) if s == "question" else signal_scores(s, texts)
-                 for s in signals]
+        lists = [self.scores(plan, question, texts, s) for s in signals]
         scores = lists[0] if len(lists) == 1 else reciprocal_rank_fusion(lists)
         term_signals = [s for s in signals if s in TERM_SIGNALS]
         if plan.diverse and term_signals:
@@ -225,8 +230,7 @@ class WindowSelector:
         """
         sentences = sentence_spans(doc.text)
         texts = [doc.text[a:b] for a, b in sentences]
-        keys = [self._scores(plan.mode, f"{question} {plan.terms}".strip(), texts) if s == "question"
-                else signal_scores(s, texts) for s in plan.signals]
+        keys = [self.scores(plan, question, texts, s) for s in plan.signals]
         if entity and plan.entity_anchor:
             names = entity_names(entity, doc.text)
             keys.insert(0, np.asarray([float(mentions_entity(names, t)) for t in texts]))

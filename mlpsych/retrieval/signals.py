@@ -9,8 +9,6 @@ not contain. Each signal here scores windows by what answers of a kind look like
 * ``software``: distinct software, package and language names, "package"/"library"/"toolbox", version numbers;
 * ``aims``: phrases that state a study's aim or research question ("we aimed to", "whether", "hypothesis");
 * ``purpose``: "used / applied / employed ... to / for", "in order to", "goal", "purpose";
-* ``uses``: first-person statements of a method or tool being used ("we used", "we applied", "we trained"),
-  which name methods and software the vocabularies above do not know;
 * ``early``: earlier windows first (aims and research questions sit in the abstract and introduction).
 
 ``methods`` and ``software`` also give each window its set of matched terms, so a selection can prefer windows
@@ -25,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-SIGNALS = ("question", "methods", "software", "aims", "purpose", "uses", "early")
+SIGNALS = ("question", "methods", "software", "aims", "purpose", "early")
 # Signals whose matched terms can drive a diversity-aware selection.
 TERM_SIGNALS = ("methods", "software")
 
@@ -80,9 +78,6 @@ _PURPOSE = re.compile(r"\b(?:used|use|using|applied|apply|employed|utili[sz]ed|a
                       r"[^.]{0,120}?\b(?:to|for)\b|\bin order to\b|\b(?:aims?|aimed|goal|purpose|objective)\b",
                       re.IGNORECASE)
 
-_USES = re.compile(r"\b(?:we|I)\s+(?:\w+\s+){0,2}?(?:used|use|applied|apply|employed|trained|train|calculated|"
-                   r"computed|fitted|fit|estimated|ran|conducted|performed|implemented|built|developed|adopted|"
-                   r"utili[sz]ed|chose|selected)\b", re.IGNORECASE)
 
 
 def _terms(block: str) -> list[str]:
@@ -147,23 +142,26 @@ def signal_scores(signal: str, texts: Sequence[str]) -> np.ndarray:
         return np.asarray([len(_patterns()["aims"].findall(t)) for t in texts], dtype=np.float64)
     if signal == "purpose":
         return np.asarray([len(_PURPOSE.findall(t)) for t in texts], dtype=np.float64)
-    if signal == "uses":
-        return np.asarray([len(_USES.findall(t)) for t in texts], dtype=np.float64)
     if signal == "early":
         return -np.arange(len(texts), dtype=np.float64)
     raise ValueError(f"unknown retrieval signal {signal!r} (choose from: {', '.join(SIGNALS)})")
 
 
-def reciprocal_rank_fusion(score_lists: Sequence[np.ndarray], k: int = 10) -> np.ndarray:
-    """Sum of 1 / (k + rank) over the score lists (rank 1 = best; ties: the earlier window ranks first).
+def reciprocal_rank_fusion(score_lists: Sequence[np.ndarray], k: int = 10, shared_ties: bool = False) -> np.ndarray:
+    """Sum of 1 / (k + rank) over the score lists (rank 1 = best; ties: the earlier window ranks first, or with
+    ``shared_ties`` all take the best rank among them, so windows a signal knows nothing about gain nothing by it).
 
     Fusing ranks, not raw scores, lets a BM25 score and a count of method names be combined without scaling.
     """
     total = np.zeros(len(score_lists[0]), dtype=np.float64)
     for scores in score_lists:
-        order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-        ranks = np.empty(len(order), dtype=np.float64)
-        ranks[order] = np.arange(1, len(order) + 1)
+        values = np.asarray(scores, dtype=np.float64)
+        if shared_ties:
+            ranks = 1.0 + (values[None, :] > values[:, None]).sum(axis=1)
+        else:
+            order = np.argsort(-values, kind="stable")
+            ranks = np.empty(len(order), dtype=np.float64)
+            ranks[order] = np.arange(1, len(order) + 1)
         total += 1.0 / (k + ranks)
     return total
 

@@ -211,6 +211,9 @@ def test_reciprocal_rank_fusion_by_hand():
     # 0: 1/11 + 1/12 = .1742; 1: 1/13 + 1/11 = .1678; 2: 1/12 + 1/13 = .1603.
     fused = reciprocal_rank_fusion([[3.0, 1.0, 2.0], [0.0, 5.0, 0.0]])
     assert fused == pytest.approx([1 / 11 + 1 / 12, 1 / 13 + 1 / 11, 1 / 12 + 1 / 13])
+    # shared ties: 0 and 2 both take rank 2 in list 2
+    shared = reciprocal_rank_fusion([[3.0, 1.0, 2.0], [0.0, 5.0, 0.0]], shared_ties=True)
+    assert shared == pytest.approx([1 / 11 + 1 / 12, 1 / 13 + 1 / 11, 1 / 12 + 1 / 12])
 
 
 def test_diverse_order_prefers_windows_that_add_new_terms():
@@ -245,9 +248,10 @@ def test_template_retrieval_blocks_do_not_change_the_faithful_default():
         assert plan_for(q.retrieval, RetrievalSettings()) is None
         assert plan_for(q.retrieval, PRESETS["paper"].retrieval) is None
     q1 = plan_for(questions.get("q1").retrieval, PRESETS["fast"].retrieval)
-    assert (q1.unit, q1.budget, q1.signals) == ("sentence", 5, ("methods", "uses"))
+    assert (q1.unit, q1.budget, q1.signals) == ("sentence", 5, ("methods",))
+    assert q1.cascade == PRESETS["fast"].retrieval.cascade  # the fast preset's cascade ranks with these signals
     q4 = plan_for(questions.get("q4").retrieval, PRESETS["fast"].retrieval)
-    assert (q4.unit, q4.entity_budget, q4.entity_extra, q4.signals) == ("window", 2, 1, ("question", "purpose"))
+    assert (q4.unit, q4.signals) == ("window", ("question", "purpose"))
     assert questions.get("q4").retrieval.also_ask == ["machine learning"]
     spec = RetrievalSpec(mode="bm25", budget=2, query="software package", signals=["question", "software"])
     assert plan_for(spec, RetrievalSettings()) == Plan(mode="bm25", budget=2, terms="software package",
@@ -284,7 +288,7 @@ def _sentence_packer(doc: Document, capacity_chars: int):
 
 def test_sentences_are_chosen_by_their_signals_within_the_budget():
     doc, windows = made_up_paper()
-    plan = Plan(mode="bm25", budget=1, signals=("methods", "uses"), unit="sentence")
+    plan = Plan(mode="bm25", budget=1, signals=("methods",), unit="sentence")
     selector = WindowSelector()
     text = doc.text
     # One window of 200 characters holds two sentences: the two naming most methods (SVM: 3.3, SVMs + random
@@ -300,14 +304,6 @@ def test_sentences_are_chosen_by_their_signals_within_the_budget():
                                      _sentence_packer(doc, 10), n_windows=4) is None
 
 
-def test_uses_signal_counts_first_person_statements_of_use():
-    from mlpsych.retrieval.signals import signal_scores
-
-    texts = ["We used missForest to impute missing data.", "We thus calculated the frequency of bi-grams.",
-             "Prior studies used surveys.", "I applied the method and we then trained it."]
-    assert signal_scores("uses", texts).tolist() == [1.0, 1.0, 0.0, 2.0]
-
-
 def test_pipeline_reads_packed_sentences_and_asks_the_general_sub_question(tiny_models, tmp_path):
     from mlpsych.documents import sentence_spans
 
@@ -318,7 +314,7 @@ def test_pipeline_reads_packed_sentences_and_asks_the_general_sub_question(tiny_
     doc = Document(id="p", text=text)
     questions = QuestionSet.model_validate({"name": "t", "questions": [
         {"id": "q1", "text": "What machine learning techniques were used?", "models": [model], "top_k": 3,
-         "retrieval": {"mode": "bm25", "unit": "sentence", "budget": 1, "signals": ["methods", "uses"]}},
+         "retrieval": {"mode": "bm25", "unit": "sentence", "budget": 1, "signals": ["methods"]}},
         {"id": "q4", "text": "What was __PLACEHOLDER__ used for?", "models": [model], "bridge_from": "q1",
          "top_k": 2, "max_sub_questions": 2,
          "retrieval": {"mode": "bm25", "budget": 1, "also_ask": ["machine learning"]}}]})

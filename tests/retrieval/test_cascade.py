@@ -1,0 +1,191 @@
+"""The cascade: a small reader reads every window, the large readers only the windows its spans weigh most in."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlpsych.answers import Span
+from mlpsych.cache import ResultCache
+from mlpsych.documents import Document
+from mlpsych.pipeline import Pipeline
+from mlpsych.questions import QuestionSet
+from mlpsych.reading.cost import flops
+from mlpsych.reading.reader import Reader
+from mlpsych.reading.windows import Window
+from mlpsych.retrieval import WindowSelector, cascade, plan_for
+from mlpsych.retrieval.ranking import Plan
+from mlpsych.retrieval.signals import reciprocal_rank_fusion
+from mlpsych.settings import CascadeSettings, LLMSettings, ReaderSettings, RetrievalSettings, RunSettings
+
+
+def _windows(n: int, width: int = 100, overlap: int = 20) -> list[Window]:
+    return [Window(i, 0, 0, i * (width - overlap), i * (width - overlap) + width) for i in range(n)]
+
+
+def _span(start: int, score: float, length: int = 5) -> Span:
+    return Span("p", "q1", "small", "", start, start + length, score)
+
+
+def _chosen(spans: list[Span], n: int = 6, **settings) -> list[int]:
+    windows = _windows(n)
+    weights, inside = cascade.span_mass(windows, spans)
+    order = [int(i) for i in sorted(range(n), key=lambda i: -weights[i])]
+    return sorted(cascade.choose_windows(order, inside, [s.score for s in spans], CascadeSettings(**settings)))
+
+
+def test_mass_decides_how_many_windows_are_read():
+    concentrated = [_span(10, 0.8), _span(30, 0.15), _span(250, 0.05)]
+    assert _chosen(concentrated, mass=0.9) == [0]  # window 0 holds 0.95 of the mass
+    spread = [_span(30 + 80 * i, 0.2) for i in range(5)]  # one span in each of five windows, none in the overlaps
+    assert _chosen(spread, mass=0.9) == [0, 1, 2, 3, 4]
+    assert _chosen(spread, mass=0.5) == [0, 1, 2]
+    assert _chosen(spread, mass=0.5, max_windows=2) == [0, 1]
+    assert _chosen(concentrated, mass=0.9, min_windows=2) == [0, 2]  # the next best: 250-255 lies in windows 2, 3
+
+
+def test_a_span_in_two_overlapping_windows_counts_once_and_only_whole_spans_count():
+    windows = _windows(3)
+    spans = [_span(85, 0.6), _span(95, 0.4, length=10)]  # the first in the overlap of windows 0 and 1
+    weights, inside = cascade.span_mass(windows, spans)
+    assert inside == [[0], [0, 1], []]  # the second runs past window 0's end: it lies wholly in window 1 only
+    assert weights.tolist() == pytest.approx([0.6, 1.0, 0.0])
+    chosen = cascade.choose_windows([1, 0, 2], inside, [0.6, 0.4], CascadeSettings(mass=1.0))
+    assert chosen == [1]  # window 1 already holds both spans: window 0 adds nothing
+
+
+def test_without_any_span_every_window_is_read_up_to_the_cap():
+    assert _chosen([], mass=0.9) == [0, 1, 2, 3, 4, 5]
+    assert _chosen([], mass=0.9, max_windows=3) == [0, 1, 2]
+
+
+def test_fusion_ranks_the_small_readers_mass_with_bm25():
+    texts = ["Participants were students.", "Random forests predicted loneliness.", "Limitations are discussed.",
+             "We used random forests and machine learning techniques."]
+    doc = Document(id="d", text="\n".join(texts))
+    windows, at = [], 0
+    for i, t in enumerate(texts):
+        windows.append(Window(i, 0, 0, at, at + len(t)))
+        at += len(t) + 1
+    spans = [_span(windows[1].char_start, 0.9, 6)]
+    selector = WindowSelector()
+    question = "What machine learning techniques were used?"
+    small_only = Plan(mode="bm25", budget=1, cascade=CascadeSettings(model="s"))
+    assert cascade.window_order(cascade.span_mass(windows, spans)[0], small_only, selector, doc, windows,
+                                question)[0] == 1
+    fused = Plan(mode="bm25", budget=1, cascade=CascadeSettings(model="s", fuse="question"))
+    weights = cascade.span_mass(windows, spans)[0]
+    expected = reciprocal_rank_fusion([weights, selector.scores(fused, question, texts, "question")],
+                                      shared_ties=True)
+    order = cascade.window_order(weights, fused, selector, doc, windows, question)
+    assert order == sorted(range(4), key=lambda i: (-expected[i], i))
+    assert set(order[:2]) == {1, 3}  # the small reader's window and BM25's best (windows 0, 2: no signal)
+
+
+def test_plan_carries_the_cascade_only_when_a_small_reader_is_named():
+    on = RetrievalSettings(read="retrieve", cascade=CascadeSettings(model="small", mass=0.8))
+    assert plan_for(None, on).cascade.mass == 0.8
+    assert plan_for(None, RetrievalSettings(read="retrieve")).cascade is None
+    assert plan_for(None, on.model_copy(update={"read": "all"})) is None
+
+
+def test_flops_charge_the_weights_applied_per_token():
+    assert flops("deepset/deberta-v3-large-squad2", 1) == 2 * 24 * (4 * 1024**2 + 2 * 1024 * 4096)
+    # ALBERT stores one layer's weights and applies them 12 times: charged 12 times
+    assert flops("ahotrod/albert_xxlargev1_squad2_512", 1) == 2 * 12 * (4 * 4096**2 + 2 * 4096 * 16384)
+    ratio = flops("deepset/minilm-uncased-squad2", 100) / flops("deepset/deberta-v3-large-squad2", 100)
+    assert 0.06 < ratio < 0.08
+
+
+def test_flops_of_a_model_folder_come_from_its_config(tiny_models):
+    import json
+
+    config = json.loads((tiny_models["bert"] / "config.json").read_text())
+    h, i, n = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    assert flops(str(tiny_models["bert"]), 10) == 2 * n * (4 * h * h + 2 * h * i) * 10
+
+
+# -- the pipeline ------------------------------------------------------------------------------------------
+
+FILLER = " ".join(f"Paragraph {i} describes the sample and its recruitment in detail." for i in range(40))
+TEXT = (f"{FILLER} We trained random forests and support vector machines (SVM) on the essays. {FILLER} "
+        f"Random forests were used to predict loneliness from text. {FILLER}")
+
+
+def _setup(tiny_models, small: str = "bert", **cascade_settings):
+    large = str(tiny_models["deberta-v2"])
+    questions = QuestionSet.model_validate({"name": "t", "questions": [
+        {"id": "q1", "text": "What machine learning techniques were used?", "models": [large], "top_k": 3,
+         "retrieval": {"mode": "bm25", "budget": 1}},
+        {"id": "q4", "text": "What was __PLACEHOLDER__ used for?", "models": [large], "bridge_from": "q1",
+         "kind": "phrase", "top_k": 2, "max_sub_questions": 2, "retrieval": {"mode": "bm25", "budget": 1}}]})
+    settings = RunSettings(
+        reader=ReaderSettings(max_length=64, stride=16, question_tokens=16), llm=LLMSettings(enabled=False),
+        retrieval=RetrievalSettings(read="retrieve", cascade=CascadeSettings(
+            model=str(tiny_models[small]), **{"mass": 0.5, **cascade_settings})))
+    return questions, settings
+
+
+@pytest.mark.slow
+def test_small_reader_reads_every_window_and_the_large_reader_only_the_chosen(tiny_models, tmp_path, monkeypatch):
+    questions, settings = _setup(tiny_models)
+    small, large = settings.retrieval.cascade.model, questions.questions[0].models[0]
+    calls: list[tuple[str, list]] = []
+    run_many = Reader.run_many
+
+    def spy(self, papers):
+        found = run_many(self, papers)
+        calls.append((self.model_id, [(doc, list(queries), result) for (doc, queries), result in zip(papers, found)]))
+        return found
+
+    monkeypatch.setattr(Reader, "run_many", spy)
+    doc = Document(id="p", text=TEXT)
+    pipe = Pipeline(questions, settings, ResultCache(tmp_path / "c"), progress=False)
+    result = pipe.run([doc])
+    assert not result.errors
+    assert [m for m, _ in calls] == [small, large, small, large]  # q1 (small, large), then q4's sub-questions
+    small_reader, large_reader = Reader(small, settings.reader), Reader(large, settings.reader)
+    (_, [(_, [small_q1], small_found)]), (_, [(_, [large_q1], _)]) = calls[0], calls[1]
+    small_spans = small_found[0]
+    assert small_q1.windows is None and small_q1.top_k == settings.retrieval.cascade.spans  # the whole paper
+    plan = plan_for(questions.questions[0].retrieval, settings.retrieval)
+    windows = large_reader.windows(doc)
+    expected = cascade.select(doc, windows, small_q1.text, plan, WindowSelector(), small_spans)
+    assert large_q1.windows == expected and 0 < len(expected) < len(windows)  # exactly the cascade's choice
+    entities = {q.bridge_entity for _, [(_, queries, _)] in calls[2:3] for q in queries}
+    assert entities and None not in entities
+    for _, [(_, queries, _)] in calls[2:3]:  # the small reader reads each entity's windows only
+        for q in queries:
+            named = cascade.small_query(q, settings.retrieval.cascade, small_reader, doc).windows
+            assert q.windows == named
+    assert pipe.tokens_read[small] > 0 and pipe.tokens_read[large] > 0
+    assert set(result.info["reader_gflops"]) == {small, large}
+
+    again = Pipeline(questions, settings, ResultCache(tmp_path / "c"), progress=False)
+    second = again.run([doc])  # a rerun reads nothing: both readers' reads are cached
+    assert again.windows_read == 0 and again.model_loads == []
+    assert [a.to_dict() for a in second.answers] == [a.to_dict() for a in result.answers]
+
+
+def test_cache_keys_of_the_large_reader_include_the_small_reader(tiny_models):
+    from dataclasses import replace
+
+    from mlpsych.reading.reader import Query
+
+    doc = Document(id="p", text=TEXT)
+    questions, bert = _setup(tiny_models, "bert")
+    _, electra = _setup(tiny_models, "electra")
+    _, looser = _setup(tiny_models, "bert", mass=0.9)
+    large = questions.questions[0].models[0]
+    pipes = [Pipeline(questions, s, progress=False) for s in (bert, electra, looser)]
+    base = Query("q1", "What machine learning techniques were used?", 3, 15, windows=(0, 2))
+    keys = [p._read_key(doc, large, replace(base, selected_by=p._cascade_identity())) for p in pipes]
+    assert len(set(keys)) == 3  # the same windows chosen by another small reader, or with other settings
+    assert pipes[0]._read_key(doc, large, base) not in keys  # ... or by BM25 alone, are other reads
+    assert pipes[0]._read_key(doc, large, replace(base, selected_by=pipes[0]._cascade_identity())) == keys[0]
+
+
+def test_the_plan_reports_the_small_readers_stage_first(tiny_models):
+    questions, settings = _setup(tiny_models)
+    plan = Pipeline(questions, settings, progress=False).plan(3)
+    assert [(e.stage, e.model) for e in plan][:2] == [("select", settings.retrieval.cascade.model),
+                                                     ("read", questions.questions[0].models[0])]
