@@ -55,12 +55,17 @@ def sidebar() -> dict:
         "Question file path (overrides the template)", key="question_file",
         help="A question file whose models are folders on this machine, e.g. the one written by "
              "`mlpsych dev tiny-models /tmp/tiny`.")
+    small_reader = side.text_input(
+        "Small reader of the fast preset (Hub id or folder)", value=logic.FAST_SMALL_READER, key="small_reader",
+        help="The fast preset's small SQuAD2 reader reads every window first; the question's reader then reads "
+             "only where its answers are. A folder on this machine works offline.")
     cache_dir = side.text_input("Cache folder (shared with the command line)", value=str(default_cache_dir()),
                                 key="cache_dir")
     side.caption(f"Uploads: up to {logic.MAX_UPLOAD_MB} MB per file; kept in a temporary folder on this "
                  "machine for this session only.")
     return {"preset": preset, "device": device, "normalize": normalize, "max_sub": int(max_sub) or None,
-            "question_file": question_file.strip(), "cache_dir": cache_dir.strip() or None}
+            "question_file": question_file.strip(), "cache_dir": cache_dir.strip() or None,
+            "small_reader": small_reader.strip() or None}
 
 
 # -- papers ------------------------------------------------------------------------------------------------------
@@ -230,7 +235,8 @@ def run_section(papers, questions, options: dict) -> None:
     try:
         run_questions, settings = (logic.build_run(questions, options["preset"], device=options["device"],
                                                    normalize=options["normalize"],
-                                                   max_sub_questions=options["max_sub"])
+                                                   max_sub_questions=options["max_sub"],
+                                                   small_reader=options["small_reader"])
                                    if questions is not None else (None, None))
     except logic.AppInputError as error:
         st.error(str(error))
@@ -284,9 +290,11 @@ def run_section(papers, questions, options: dict) -> None:
 
 
 def use_demo_models() -> None:
-    """The 'tiny demo models' way forward: their question file in the sidebar, and the same papers run again."""
+    """The 'tiny demo models' way forward: their question file (and small reader) in the sidebar, and the same
+    papers run again."""
     path = demo.demo_question_file()
     state.question_file = str(path)  # selected as the template on the rerun
+    state.small_reader = str(demo.demo_small_reader())  # the fast preset's cascade, offline too
     state.autorun = True
 
 

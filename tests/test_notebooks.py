@@ -25,10 +25,11 @@ def test_notebooks_are_there_and_stored_clean():
 
 @pytest.fixture(scope="module")
 def notebook_env(tiny_questions, tmp_path_factory):
-    """Environment the notebooks read: tiny models, the fast preset, no LLM, one cache shared by all of them."""
+    """Environment the notebooks read: tiny models (every window read: the fast preset's small reader is a Hub
+    model), no LLM, one cache shared by all of them."""
     mp = pytest.MonkeyPatch()
     mp.setenv("MLPSYCH_QUESTIONS", str(tiny_questions))
-    mp.setenv("MLPSYCH_PRESET", "fast")
+    mp.setenv("MLPSYCH_PRESET", "paper")
     mp.setenv("MLPSYCH_NORMALIZE", "0")
     mp.setenv("MLPSYCH_CACHE", str(tmp_path_factory.mktemp("notebook-cache")))
     mp.delenv("MLPSYCH_RUN_REAL", raising=False)

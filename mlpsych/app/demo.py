@@ -26,3 +26,10 @@ def demo_question_file(folder: Path | None = None) -> Path:
 
     root = folder or tiny_dir()
     return write_tiny_question_file(root / "questions", build_tiny_models(root))
+
+
+def demo_small_reader(folder: Path | None = None) -> Path:
+    """The tiny BERT reader, as the fast preset's small reader of a demo run (reused once built)."""
+    from mlpsych.dev.tiny import build_tiny_models
+
+    return build_tiny_models(folder or tiny_dir())["bert"]

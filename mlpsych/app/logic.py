@@ -315,17 +315,32 @@ def preset_choices() -> dict[str, str]:
     return {name: preset.description for name, preset in PRESETS.items()}
 
 
+def _fast_small_reader() -> str:
+    from mlpsych.settings import PRESETS
+
+    return PRESETS["fast"].retrieval.cascade.model or ""
+
+
+FAST_SMALL_READER = _fast_small_reader()  # the page's default for the small reader field
+
+
 def build_run(questions: QuestionSet, preset: str, *, device: str = "auto", normalize: bool = True,
-              max_sub_questions: int | None = None) -> tuple[QuestionSet, RunSettings]:
-    """Questions and settings for a run: the preset (models, windows) plus the page's device and LLM switch."""
+              max_sub_questions: int | None = None, small_reader: str | None = None) -> tuple[QuestionSet, RunSettings]:
+    """Questions and settings for a run: the preset (models, windows) plus the page's device and LLM switch, and
+    the small reader of a preset's cascade (a folder on this machine runs offline)."""
     from mlpsych.settings import LLMSettings, RunSettings, apply_preset
 
     try:
         base = RunSettings(llm=LLMSettings(enabled=normalize), max_sub_questions=max_sub_questions)
         base = base.model_copy(update={"reader": base.reader.model_copy(update={"device": device})})
-        return apply_preset(preset, questions, base)
+        questions, settings = apply_preset(preset, questions, base)
     except ValueError as error:
         raise AppInputError(str(error).splitlines()[0]) from None
+    cascade = settings.retrieval.cascade
+    if small_reader and cascade.model:
+        retrieval = settings.retrieval.model_copy(update={"cascade": cascade.model_copy(update={"model": small_reader})})
+        settings = settings.model_copy(update={"retrieval": retrieval})
+    return questions, settings
 
 
 def has_accelerator() -> bool:

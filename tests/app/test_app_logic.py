@@ -195,6 +195,11 @@ def test_build_run_applies_preset_and_page_switches():
     fast_q, fast_s = logic.build_run(questions, "fast", normalize=False, max_sub_questions=4)
     assert fast_q.get("q1").models != questions.get("q1").models  # base-size readers stand in
     assert fast_s.preset == "fast" and not fast_s.llm.enabled and fast_s.max_sub_questions == 4
+    assert fast_s.retrieval.cascade.model == logic.FAST_SMALL_READER == "deepset/minilm-uncased-squad2"
+    _, local = logic.build_run(questions, "fast", small_reader="/models/minilm")  # a folder: offline
+    assert local.retrieval.cascade.model == "/models/minilm"
+    _, paper = logic.build_run(questions, "paper", small_reader="/models/minilm")  # no cascade: nothing to set
+    assert paper.retrieval.cascade.model is None
     with pytest.raises(logic.AppInputError, match="unknown preset"):
         logic.build_run(questions, "turbo")
 

@@ -32,7 +32,13 @@ def page(tmp_path: Path, questions: Path | None = None) -> AppTest:
     at.sidebar.radio(key="preset").set_value("fast")
     at.sidebar.checkbox(key="normalize").set_value(False)
     if questions:
+        from mlpsych.questions import load_question_set
+
         at.sidebar.text_input(key="question_file").input(str(questions))
+        try:  # the fast preset's small reader: one of the file's own models, here (offline)
+            at.sidebar.text_input(key="small_reader").input(load_question_set(questions).questions[0].models[0])
+        except ValueError:  # a malformed file, which the page must report
+            pass
     at.run()
     assert not at.exception
     return at

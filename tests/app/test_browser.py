@@ -124,6 +124,10 @@ def use_question_file(page, path: Path) -> None:
         re.compile(r"\(question file in the sidebar\)$"))
     page.get_by_text("fast: quick on a laptop CPU").click()
     page.wait_for_timeout(500)
+    from mlpsych.questions import load_question_set
+
+    # the fast preset's small reader: one of the question file's own models (offline)
+    fill(page, "Small reader of the fast preset (Hub id or folder)", load_question_set(path).questions[0].models[0])
 
 
 def upload(page, papers: list[Path]) -> None:
