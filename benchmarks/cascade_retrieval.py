@@ -5,9 +5,10 @@
 READER_FOLDER is the real SQuAD2 stand-in reader (``mlpsych dev train-reader``): it is the cascade's small reader
 here. It reads every window of each development paper for q1-q3 and, for q4, the windows naming each bridge entity
 (the paper's gold q1 answers, as ``reading_cost.py``), and its best spans are kept (cached in ``--cache``). Then,
-for every configuration of the grid (``SHARED`` x ``FIRST`` x ``FOLLOW``: the fusion, spans kept, least windows,
-the mass, and whether q4 also asks about "machine learning" in general) the library's own selection (``mlpsych.retrieval.cascade.select``) picks the large readers'
-windows (shared windows of 512 tokens, as the ``fast`` preset reads) and this prints:
+for every configuration of the grid (``SHARED`` x ``FOLLOW``: the fusion, spans kept, least windows,
+the mass, and whether q4 also asks about "machine learning" in general) the library's own selection
+(``mlpsych.retrieval.cascade.select``) picks the large readers' windows (shared windows of 512 tokens, as the
+``fast`` preset reads) and this prints:
 
 * **coverage**: the share of the gold spans that the full read covers which lie wholly inside a window read;
 * **FLOPs** (``mlpsych.reading.cost``: 2 x weights applied per token x tokens): the paper's full read by the
@@ -47,6 +48,7 @@ from mlpsych.questions import load_question_set  # noqa: E402
 from mlpsych.reading.cost import flops  # noqa: E402
 from mlpsych.reading.reader import Query, Reader  # noqa: E402
 from mlpsych.retrieval import WindowSelector, cascade, plan_for  # noqa: E402
+from mlpsych.retrieval.tradeoff import choose_point  # noqa: E402
 from mlpsych.settings import (  # noqa: E402
     CascadeSettings,
     ReaderSettings,
@@ -62,7 +64,6 @@ MAX_SPANS = 100
 MASSES = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]
 # Settings every question shares, then q4's own (whether "machine learning" is asked about too).
 SHARED = {"fuse": ["small", "question", "signals"], "spans": [20, 50, 100], "min_windows": [1, 2], "mass": MASSES}
-FIRST: dict[str, list] = {}
 FOLLOW = {"general": [False, True]}
 FIELDS = ("gold", "full_hits", "read_hits", "windows", "small", "large", "full", "same")
 F = {name: i for i, name in enumerate(FIELDS)}
@@ -121,7 +122,8 @@ def score_question(config: dict, q, doc: Document, gold, store, large: Reader, f
                    full_cost: dict) -> np.ndarray:
     """The fields of ``FIELDS`` for one question of one paper under one configuration (q4: all its sub-questions)."""
     settings = RetrievalSettings(read="retrieve", cascade=CascadeSettings(
-        model="small", mass=config["mass"], spans=config["spans"], min_windows=config["min_windows"], fuse=config["fuse"]))
+        model="small", mass=config["mass"], spans=config["spans"], min_windows=config["min_windows"],
+        fuse=config["fuse"]))
     plan = plan_for(q.retrieval, settings)
     pid, windows = doc.id, large.windows(doc)
     out = np.zeros(len(FIELDS))
@@ -157,26 +159,23 @@ def score_question(config: dict, q, doc: Document, gold, store, large: Reader, f
     return out
 
 
-def grid(*parts: dict) -> list[dict]:
-    keys = [k for part in parts for k in part]
-    return [dict(zip(keys, values)) for values in itertools.product(*(v for part in parts for v in part.values()))]
+def grid(options: dict[str, list]) -> list[dict]:
+    """Every combination of the options' values."""
+    return [dict(zip(options, values)) for values in itertools.product(*options.values())]
 
 
 def score_all(docs: list[Document], template, **context) -> tuple[list[dict], np.ndarray]:
     """Every combined configuration and its fields per paper and question: ``[config, paper, question, field]``.
 
-    q1-q3 do not depend on q4's settings and q4 not on theirs, so each part is scored once per shared setting and
-    the parts are paired."""
+    q1-q3 do not depend on q4's own settings, so they are scored once per shared setting and paired with each."""
     first_qs = [q for q in template.questions if not q.bridge_from]
     follow_q = next(q for q in template.questions if q.bridge_from)
     names, blocks = [], []
     for shared in grid(SHARED):
-        firsts = [(c, np.stack([[score_question({**shared, **c}, q, d, **context) for q in first_qs] for d in docs]))
-                  for c in grid(FIRST)]
-        follows = [(c, np.stack([[score_question({**shared, **c}, follow_q, d, **context)] for d in docs]))
-                   for c in grid(FOLLOW)]
-        for (a, first), (b, follow) in itertools.product(firsts, follows):
-            names.append({**shared, **a, **b})
+        first = np.stack([[score_question(shared, q, d, **context) for q in first_qs] for d in docs])
+        for own in grid(FOLLOW):
+            follow = np.stack([[score_question({**shared, **own}, follow_q, d, **context)] for d in docs])
+            names.append({**shared, **own})
             blocks.append(np.concatenate([first, follow], axis=1))
     return names, np.stack(blocks)
 
@@ -188,14 +187,11 @@ def coverage(sums: np.ndarray) -> np.ndarray:
 
 
 def choose(results: np.ndarray, papers: np.ndarray) -> int:
-    """The rule (fixed before the figures were read): the cheapest configuration (small + large reader FLOPs)
-    reaching every target on these papers; if none does, the one whose worst question falls least short of its
-    target, then the cheaper."""
+    """The rule (``mlpsych.retrieval.tradeoff.choose_point``, fixed before the figures were read) on these papers:
+    the cheapest configuration (small + large reader FLOPs) reaching every target; if none does, the one whose
+    worst question falls least short of its target, then the cheaper."""
     sums = results[:, papers].sum(axis=1)  # [config, question, field]
-    short = (coverage(sums) - TARGETS).min(axis=1)
-    cost = (sums[..., F["small"]] + sums[..., F["large"]]).sum(axis=1)
-    meets = short >= 0
-    return int(np.lexsort((cost, -np.where(meets, 0.0, short), ~meets))[0])
+    return choose_point(coverage(sums), (sums[..., F["small"]] + sums[..., F["large"]]).sum(axis=1), TARGETS)
 
 
 def name_of(config: dict) -> str:
@@ -210,7 +206,8 @@ def report(label: str, sums: np.ndarray, n_papers: int) -> dict:
     cells = ", ".join(f"{q} {cov[i]:.3f} ({sums[i, F['read_hits']]:.0f}/{sums[i, F['full_hits']]:.0f}, "
                       f"{sums[i, F['windows']] / n_papers:.1f} win)" for i, q in enumerate(QUESTIONS))
     print(f"{label}: {cells}; per paper TFLOPs: full read {full / n_papers / 1e12:.1f}, small reader "
-          f"{small / n_papers / 1e12:.2f}, large readers {large / n_papers / 1e12:.2f} -> {full / (small + large):.1f}x "
+          f"{small / n_papers / 1e12:.2f}, large readers {large / n_papers / 1e12:.2f} -> "
+          f"{full / (small + large):.1f}x "
           f"fewer (the fast readers reading everything: {same / n_papers / 1e12:.1f} TFLOPs, "
           f"{same / (small + large):.2f}x)", flush=True)
     return {"coverage": dict(zip(QUESTIONS, cov.tolist())), "fewer_x": float(full / (small + large)),

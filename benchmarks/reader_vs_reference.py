@@ -13,9 +13,11 @@ fully, and with BM25 retrieval (``--budget`` windows). Model loading is timed se
 ``--template`` times a whole template instead of q1 alone: every question of the mlpsych template, q4 once per
 bridge entity (the paper's gold q1 answers, as in reading_cost.py), one model for all of them. The reference
 reads the whole paper per question (with ``--ensembles``, per question and ensemble model, as the paper's
-approach does: the same saved model stands for each member); ours reads what the fast preset's retrieval picks
-(packed sentences for q1 and q2, windows for q3, entity windows plus the general sub-question for q4), once per
-question, all questions of a paper in shared batches, selection included in the time.
+approach does: the same saved model stands for each member); ours is the fast preset's cascade with its own
+readers in their real architectures (random weights): MiniLM-L12 reads every window (q4: each entity's windows,
+and the general sub-question's), DeBERTa-v3-base the windows it picks, once per question, at the model's 512
+tokens, selection included in the time (``--dtype auto``: bf16 where the CPU has it). ``--skip-reference`` times
+ours alone.
 The arms run in turn ``--repeat`` times and the median of each is reported, so that the machine's slow
 spells (it is shared) fall on all arms alike. Prints seconds and ratios, not pass/fail.
 """

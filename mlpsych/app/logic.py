@@ -338,8 +338,8 @@ def build_run(questions: QuestionSet, preset: str, *, device: str = "auto", norm
         raise AppInputError(str(error).splitlines()[0]) from None
     cascade = settings.retrieval.cascade
     if small_reader and cascade.model:
-        retrieval = settings.retrieval.model_copy(update={"cascade": cascade.model_copy(update={"model": small_reader})})
-        settings = settings.model_copy(update={"retrieval": retrieval})
+        cascade = cascade.model_copy(update={"model": small_reader})
+        settings = settings.model_copy(update={"retrieval": settings.retrieval.model_copy(update={"cascade": cascade})})
     return questions, settings
 
 

@@ -627,8 +627,8 @@ def build_model_with_config(family: str, out_dir: Path, size: str = "large", *, 
 
     Weights are random, so answers are noise, but the cost of reading a window is the real one: for speed
     benchmarks. The tokenizer: ELECTRA and BERT (MiniLM) get the real BERT-uncased vocabulary when the offline
-    MiniLM package is installed; DeBERTa gets a sentencepiece model trained on ``tokenizer_texts`` when given (so a paper takes
-    about as many tokens as with the real 128k vocabulary), else the tiny one. Other families keep the tiny
+    MiniLM package is installed; DeBERTa gets a sentencepiece model trained on ``tokenizer_texts`` when given (so a
+    paper takes about as many tokens as with the real 128k vocabulary), else the tiny one. Other families keep the tiny
     tokenizer (more tokens per word than the real one). The embedding matrix has the real vocabulary size.
     """
     key = (family, size)

@@ -189,3 +189,15 @@ def test_the_plan_reports_the_small_readers_stage_first(tiny_models):
     plan = Pipeline(questions, settings, progress=False).plan(3)
     assert [(e.stage, e.model) for e in plan][:2] == [("select", settings.retrieval.cascade.model),
                                                      ("read", questions.questions[0].models[0])]
+
+
+def test_the_rule_takes_the_cheapest_point_that_meets_every_target():
+    from mlpsych.retrieval.tradeoff import choose_point
+
+    targets = [0.97, 0.95]
+    coverage = [[0.99, 0.96], [0.97, 0.95], [0.98, 0.99], [1.00, 0.90]]
+    cost = [5.0, 3.0, 4.0, 1.0]
+    assert choose_point(coverage, cost, targets) == 1  # 0, 1, 2 meet both; 1 is the cheapest; 3 is cheaper, short
+    # none meets: the one whose worst question falls least short, then the cheaper
+    assert choose_point([[0.96, 0.90], [0.90, 0.94], [0.95, 0.93]], [1.0, 9.0, 2.0], targets) == 2  # -0.02
+    assert choose_point([[0.96, 0.94], [0.96, 0.94]], [2.0, 1.0], targets) == 1
