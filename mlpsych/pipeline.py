@@ -582,6 +582,16 @@ class Pipeline:
         self._readers.clear()
         self._normalizers.clear()
 
+    @staticmethod
+    def _gflops(model: str, tokens: int) -> float | None:
+        """GFLOPs of a model's reading for the run sheet; None where its architecture cannot be told (a Hub model
+        whose config is not on this machine, all its reads cached): the run's results never wait on it."""
+        try:
+            return round(flops(model, tokens) / 1e9, 1)
+        except Exception as error:  # noqa: BLE001 - a figure for the run sheet, not worth failing a run for
+            log.debug("no FLOPs for %s: %s", model, error)
+            return None
+
     def _info(self, started: float) -> dict:
         import torch
         import transformers
@@ -604,7 +614,7 @@ class Pipeline:
             "cache_misses": self.cache.misses,
             "windows_read": self.windows_read,
             "tokens_read": dict(self.tokens_read),
-            "reader_gflops": {m: round(flops(m, t) / 1e9, 1) for m, t in self.tokens_read.items()},
+            "reader_gflops": {m: self._gflops(m, t) for m, t in self.tokens_read.items()},
             "models_loaded": list(self.model_loads),
             "llm_prompts_generated": self.llm_generated,
         }

@@ -201,3 +201,9 @@ def test_the_rule_takes_the_cheapest_point_that_meets_every_target():
     # none meets: the one whose worst question falls least short, then the cheaper
     assert choose_point([[0.96, 0.90], [0.90, 0.94], [0.95, 0.93]], [1.0, 9.0, 2.0], targets) == 2  # -0.02
     assert choose_point([[0.96, 0.94], [0.96, 0.94]], [2.0, 1.0], targets) == 1
+
+
+def test_a_model_whose_architecture_is_unknown_has_no_flops_and_the_run_goes_on(tmp_path):
+    assert Pipeline._gflops(str(tmp_path / "not-a-model"), 100) is None
+    assert Pipeline._gflops("deepset/deberta-v3-large-squad2", 10**9) == round(flops(
+        "deepset/deberta-v3-large-squad2", 10**9) / 1e9, 1)
