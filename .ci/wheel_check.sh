@@ -23,6 +23,10 @@ PY
 "$work/venv/bin/mlpsych" run papers --questions "$work/tiny/questions.yaml" --out out.xlsx --no-progress \
     --max-length 128 --stride 32 --max-sub-questions 2 --no-normalize
 test -s out.xlsx
+# The fast preset's cascade as installed: the tiny BERT as the small reader, the template's tiny readers after it.
+"$work/venv/bin/mlpsych" run papers --questions "$work/tiny/questions.yaml" --preset fast \
+    --small-reader "$work/tiny/bert" --out fast.xlsx --no-progress --max-sub-questions 2 --no-normalize
+test -s fast.xlsx
 # A library name with models that are not on this machine: the one-line offline message, exit code 2.
 set +e
 "$work/venv/bin/mlpsych" run papers --questions mlpsych --only q2 --no-progress --out out2.xlsx 2> err.txt
