@@ -118,7 +118,8 @@ class RetrievalSettings(BaseModel):
 
     ``read``: ``template`` follows each template (no spec = read all, as the paper did); ``all`` reads every
     window of every paper whatever the templates say (faithful reproduction); ``retrieve`` scores windows for
-    every question and reads only the best ``budget`` of them.
+    every question and reads only the best ``budget`` of them, or, with a ``cascade`` model, the windows where a
+    small reader's answers weigh most (the fast preset).
     """
 
     model_config = ConfigDict(extra="forbid")

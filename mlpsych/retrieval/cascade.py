@@ -1,14 +1,16 @@
 """The cascade: a small SQuAD2 reader reads the whole paper, the large readers read where its answers are.
 
 Hand-written vocabularies and fixed budgets, tuned on a few dozen papers, did not carry to new papers (the
-retrieval issue's figures). A small reader trained for the same task (MiniLM, TinyRoBERTa: a tenth of a large
-reader's cost per window) knows what an answer to the question looks like on any paper. It reads every window
-for the question (a bridged sub-question: the windows that name its entity) and returns its best spans with
-their probabilities; a window of the large reader is worth what those spans inside it weigh. The large reader's
-windows are then taken best first until they hold a share (``mass``) of the small reader's total: the number of
-windows follows how concentrated the small reader's answers are in this paper, not a constant per question.
-The order may fuse, by reciprocal rank, the small reader's mass with BM25 on the question or the template's
-retrieval signals. Windows of both readers are matched through characters, so their tokenizers may differ.
+retrieval issue's figures). A small reader trained for the same task (MiniLM, TinyRoBERTa: a fourteenth to a
+seventh of a large reader's FLOPs per token, ``mlpsych.reading.cost``) knows what an answer to the question looks
+like on any paper. It reads every window for the question (a bridged sub-question: the windows that name its
+entity) and returns its best spans with their probabilities; a window of the large reader is worth what those
+spans inside it weigh. The large reader's windows are then taken best first until they hold a share (``mass``)
+of the small reader's total: the number of windows follows how concentrated the small reader's answers are in
+this paper, not a constant per question. The order may fuse, by reciprocal rank, the small reader's weight with
+BM25 on the question or the template's retrieval signals (what the fast preset does: alone, the small reader's
+best spans gather on a few windows while a paper's list of methods is spread over it). Windows of both readers
+are matched through characters, so their tokenizers may differ.
 """
 
 from __future__ import annotations
