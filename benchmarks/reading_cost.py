@@ -1,5 +1,8 @@
 """Windows read per paper with and without retrieval, and the share of gold answer spans those windows cover.
 
+This measures the retrieval without a cascade (BM25, the templates' signals and budgets: ``--small-reader none``,
+the fast preset before the cascade); the cascade is measured by ``cascade_retrieval.py``.
+
     python benchmarks/reading_cost.py --data ../shared/mlpsych [--split tune|test|all] [--baseline] [--readers template] [--sweep] [--cv]
 
 For the mlpsych template (q1-q3 read by the template's models, q4 asked once per bridge entity) it prints,
@@ -35,10 +38,7 @@ from mlpsych.multihop import entities_to_ask  # noqa: E402
 from mlpsych.questions import load_question_set  # noqa: E402
 from mlpsych.reading.reader import Query, Reader  # noqa: E402
 from mlpsych.retrieval import Plan, WindowSelector, restrict  # noqa: E402
-from mlpsych.settings import (
-    ReaderSettings,
-    RetrievalSettings,  # noqa: E402
-)
+from mlpsych.settings import CascadeSettings, ReaderSettings, RetrievalSettings  # noqa: E402
 
 
 def load_data(folder: Path) -> tuple[dict[str, str], dict]:
@@ -272,7 +272,9 @@ def main(argv: list[str] | None = None) -> None:
     reader.load_tokenizer()
     questions = load_question_set("mlpsych")
     fast_questions, _ = apply_preset("fast", questions)
-    fast = PRESETS["fast"].retrieval
+    # the retrieval without a cascade (``--small-reader none``): BM25 and the templates' signals and budgets, each
+    # sub-question its entity's two best windows plus the paper's best (the fast preset before the cascade)
+    fast = PRESETS["fast"].retrieval.model_copy(update={"cascade": CascadeSettings()})
     if args.baseline:
         fast = RetrievalSettings(read="retrieve", mode="bm25", budget=3, entity_budget=2, entity_extra=0)
         args.plain, args.readers = True, "template"

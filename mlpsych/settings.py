@@ -222,7 +222,9 @@ PRESETS: dict[str, Preset] = {
                     "per question (instead of the large ensembles) reads only the windows where the small reader's "
                     "answers weigh most, ranked with the templates' retrieval signals; how many follows the paper "
                     "(a cascade: about 24x fewer FLOPs than the paper's full read, benchmarks/README.md).",
-        retrieval=RetrievalSettings(read="retrieve", mode="bm25", cascade=FAST_CASCADE),
+        # entity_budget / entity_extra act only without the cascade (--small-reader none): the earlier fast preset
+        retrieval=RetrievalSettings(read="retrieve", mode="bm25", entity_budget=2, entity_extra=1,
+                                    cascade=FAST_CASCADE),
         model_substitutions=dict(ONE_READER_SUBSTITUTES),
         settings={"reader": {"max_length": None}},  # the base readers' whole 512 positions: fewer windows
     ),

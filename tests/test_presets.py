@@ -78,7 +78,8 @@ def test_cli_flags_override_the_preset():
     assert (tuned.retrieval.budget, tuned.retrieval.mode, tuned.retrieval.entity_anchor) == (5, "dense", False)
     assert settings(preset="fast", read="all").retrieval.read == "all"
     assert settings(read="retrieve").retrieval.read == "retrieve"
-    assert settings(preset="fast", small_reader="none").retrieval.cascade.model is None  # BM25 and signals alone
+    earlier = settings(preset="fast", small_reader="none").retrieval  # BM25 and signals alone, as before the cascade
+    assert earlier.cascade.model is None and (earlier.entity_budget, earlier.entity_extra) == (2, 1)
     assert settings(read="retrieve", small_reader="my/minilm").retrieval.cascade.model == "my/minilm"
     with pytest.raises(ValueError, match="--budget 0: Input should be greater than or equal to 1"):
         settings(budget=0)
