@@ -118,7 +118,27 @@ def small_reads(small: Reader, texts: dict[str, str], gold: dict, papers: list[s
     return store
 
 
-def score_question(config: dict, q, doc: Document, gold, store, large: Reader, fast_models, selector,
+class LargeWindows:
+    """The large readers' windows per paper and each question's length in tokens, computed once: the grid asks for
+    them hundreds of times, and a reader keeps only a few papers tokenized."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+        self._windows: dict[str, list] = {}
+        self._lengths: dict[str, int] = {}
+
+    def windows(self, doc: Document) -> list:
+        if doc.id not in self._windows:
+            self._windows[doc.id] = self.reader.windows(doc)
+        return self._windows[doc.id]
+
+    def question_tokens(self, text: str) -> int:
+        if text not in self._lengths:
+            self._lengths[text] = len(self.reader.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return self._lengths[text]
+
+
+def score_question(config: dict, q, doc: Document, gold, store, large: LargeWindows, fast_models, selector,
                    full_cost: dict) -> np.ndarray:
     """The fields of ``FIELDS`` for one question of one paper under one configuration (q4: all its sub-questions)."""
     settings = RetrievalSettings(read="retrieve", cascade=CascadeSettings(
@@ -141,7 +161,7 @@ def score_question(config: dict, q, doc: Document, gold, store, large: Reader, f
         spans = [Span(pid, q.id, "small", "", a, b, score) for a, b, score in found["spans"][: config["spans"]]]
         chosen = cascade.select(doc, windows, text, plan, selector, spans)
         picked = windows if chosen is None else [windows[i] for i in chosen]
-        q_len = len(large.tokenizer(text, add_special_tokens=False)["input_ids"])
+        q_len = large.question_tokens(text)
         tokens = sum(w.token_end - w.token_start + q_len + 3 for w in picked)
         out[F["windows"]] += len(picked) * len(fast_models[q.id])
         out[F["small"]] += flops(SMALL_HUB, found["tokens"])
@@ -258,7 +278,8 @@ def main(argv: list[str] | None = None) -> None:
                 tokens = full_read_tokens(full_reader, doc, text)
                 full_cost[(doc.id, text)] = {"template": sum(flops(m, tokens) for m in q.models),
                                              "fast": sum(flops(m, tokens) for m in fast_models[q.id])}
-    names, results = score_all(docs, template, gold=gold, store=store, large=large, fast_models=fast_models,
+    names, results = score_all(docs, template, gold=gold, store=store, large=LargeWindows(large),
+                               fast_models=fast_models,
                                selector=MemoSelector(RetrievalSettings(read="retrieve")), full_cost=full_cost)
     print(f"{len(names)} configurations scored\n")
     out: dict = {}
