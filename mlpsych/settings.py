@@ -186,8 +186,8 @@ ONE_READER_SUBSTITUTES: dict[str, str] = {
 
 # The fast preset's cascade: the point that the rule of ``mlpsych.retrieval.tradeoff.choose_point`` (the cheapest
 # configuration whose coverage of the full read's gold spans reaches 0.97 for q1-q3 and 0.95 for q4) picks on the 34
-# development papers in ``benchmarks/cascade_retrieval.py``. That rule, applied on other papers than those it is measured on (two-fold and leave-one-out),
-# gives the out-of-sample figures in benchmarks/README.md (cascade_retrieval).
+# development papers in ``benchmarks/cascade_retrieval.py``. That rule, applied on other papers than those it is
+# measured on (two-fold and leave-one-out), gives the out-of-sample figures in benchmarks/README.md.
 FAST_CASCADE = CascadeSettings(model="deepset/minilm-uncased-squad2", fuse="signals", mass=0.99, spans=20,
                                min_windows=2)
 

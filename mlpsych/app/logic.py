@@ -27,6 +27,7 @@ from mlpsych.questions import (
     load_question_set,
     parse_question_set,
 )
+from mlpsych.settings import PRESETS
 
 if TYPE_CHECKING:
     from mlpsych.questions import QuestionTemplate
@@ -310,18 +311,10 @@ def question_label(question) -> str:
 
 def preset_choices() -> dict[str, str]:
     """Preset name -> one-line description, from ``mlpsych.settings.PRESETS``."""
-    from mlpsych.settings import PRESETS
-
     return {name: preset.description for name, preset in PRESETS.items()}
 
 
-def _fast_small_reader() -> str:
-    from mlpsych.settings import PRESETS
-
-    return PRESETS["fast"].retrieval.cascade.model or ""
-
-
-FAST_SMALL_READER = _fast_small_reader()  # the page's default for the small reader field
+FAST_SMALL_READER = PRESETS["fast"].retrieval.cascade.model or ""  # the page's default for the small reader field
 
 
 def build_run(questions: QuestionSet, preset: str, *, device: str = "auto", normalize: bool = True,

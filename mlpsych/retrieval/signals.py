@@ -79,7 +79,6 @@ _PURPOSE = re.compile(r"\b(?:used|use|using|applied|apply|employed|utili[sz]ed|a
                       re.IGNORECASE)
 
 
-
 def _terms(block: str) -> list[str]:
     return sorted({t.strip() for t in " ".join(block.split()).split(";") if t.strip()}, key=len, reverse=True)
 
