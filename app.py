@@ -14,7 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from mlpsych.app import demo, logic, preflight, results, runner
-from mlpsych.app.estimate import ProgressTracker, format_seconds
+from mlpsych.estimate import ProgressTracker, format_seconds
 from mlpsych.cache import default_cache_dir
 
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -3,7 +3,7 @@
 Keeping the logic here makes it unit-testable without a browser: file-name sanitizing and saving uploads,
 question templates (load, fill the form from one, build one from the form, validate with the project's loader and
 say what is wrong in plain words, save) and presets. The run is :mod:`mlpsych.app.runner` (its model check
-:mod:`mlpsych.app.preflight`, its estimate :mod:`mlpsych.app.estimate`), the tables :mod:`mlpsych.app.results`.
+:mod:`mlpsych.app.preflight`, its estimate :mod:`mlpsych.estimate`), the tables :mod:`mlpsych.app.results`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlpsych.app.estimate import short_model
+from mlpsych.estimate import short_model
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,4 +1,4 @@
-"""The run's progress bar and time estimate, built from the pipeline's typed progress events.
+"""The run's progress bar and time estimate, built from the pipeline's typed progress events (app and command line).
 
 The plan (``Pipeline.plan``) fixes every stage and its units before the first event, so the total does not jump
 as stages start; an event only shrinks a stage that had less to do (a paper that failed, a follow-up level with

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlpsych.app.estimate import ProgressTracker, describe_stage, format_seconds, short_model
+from mlpsych.estimate import ProgressTracker, describe_stage, format_seconds, short_model
 from mlpsych.pipeline import Pipeline
 from mlpsych.progress import ProgressEvent
 from mlpsych.questions import parse_question_set
