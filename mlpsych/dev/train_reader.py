@@ -491,7 +491,7 @@ def _lr_factor(step: int, total: int, warmup_steps: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup_steps))
 
 
-def _inside_repository(path: Path) -> bool:
+def inside_repository(path: Path) -> bool:
     """True when ``path`` lies in this project's checkout (weights belong in a cache folder)."""
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists() or not (root / "pyproject.toml").is_file():
@@ -503,42 +503,42 @@ def _inside_repository(path: Path) -> bool:
     return True
 
 
-def train_reader(data: Path | Sequence[SquadExample], out_dir: Path, settings: TrainSettings | None = None, *,
-                 name: str | None = None, checkpoint_root: Path | None = None, max_steps: int | None = None,
-                 progress: bool = True) -> TrainResult:
-    """Train (or resume) a reader on ``data`` (a SQuAD JSON path or records) and write it to ``out_dir``.
+@dataclass
+class Fitted:
+    """A model trained by :func:`fit` (or stopped early: ``step < steps_total``, a checkpoint holds it)."""
 
-    ``max_steps`` stops this run after that global step (a checkpoint is saved; a rerun continues). Once all
-    steps are done the model is scored on the held-out articles, the null threshold chosen on the calibration
-    articles, and the folder written.
-    """
+    model: object
+    tokenizer: object
+    checkpoint_dir: Path
+    fingerprint: str
+    steps_total: int
+    step: int
+    resumed_from: int  # 0 = started fresh
+    features: int
+
+    @property
+    def finished(self) -> bool:
+        return self.step >= self.steps_total
+
+
+def fit(train: Sequence[SquadExample], settings: TrainSettings, checkpoints: Path, *, max_steps: int | None = None,
+        progress: bool = True, desc: str = "training") -> Fitted:
+    """Fine-tune ``settings.base_model`` on ``train`` (the loop of the module docstring), resuming from the latest
+    checkpoint under ``checkpoints/<fingerprint>``; ``max_steps`` stops this run after that global step. Shared by
+    ``train-reader`` (SQuAD) and ``mlpsych adapt`` (coded answers), which differ only in their records."""
     import torch
     from tqdm.auto import tqdm
 
     from mlpsych.models import load_qa_model, load_tokenizer
 
-    settings = settings or TrainSettings()
-    out_dir = Path(out_dir)
-    if _inside_repository(out_dir):
-        raise ValueError(f"{out_dir} is inside the repository: write readers into a cache folder")
     if settings.threads:
         torch.set_num_threads(settings.threads)
-    examples = load_examples(data) if isinstance(data, (str, Path)) else list(data)
-    split = split_articles(examples, heldout_articles=settings.heldout_articles,
-                           calibration_articles=settings.calibration_articles, train_articles=settings.train_articles,
-                           unanswerable_fraction=settings.unanswerable_fraction, seed=settings.seed)
-    fingerprint = settings.fingerprint(split.train)
-    name = name or out_dir.name
-    ckpt_dir = (checkpoint_root or cache_root()) / name / "checkpoints" / fingerprint
-    log.info("articles: %d train (%d questions, %d answerable), %d calibration (%d questions), %d held out "
-             "(%d questions): %s", len(split.train_articles), len(split.train),
-             sum(e.answerable for e in split.train), len(split.calibration_articles), len(split.calibration),
-             len(split.heldout_articles), len(split.heldout), ", ".join(split.heldout_articles))
-
+    fingerprint = settings.fingerprint(train)
+    ckpt_dir = Path(checkpoints) / fingerprint
     tokenizer = load_tokenizer(settings.base_model)  # the loading policy: fast tokenizer, offline, clear errors
     torch.manual_seed(settings.seed)
     model = load_qa_model(settings.base_model, "cpu", torch.float32)  # safetensors only; train() below
-    feats = build_features(tokenizer, split.train, settings, labels=True)
+    feats = build_features(tokenizer, train, settings, labels=True)
     lengths = [len(ids) for ids in feats.input_ids]
     per_epoch = math.ceil(len(feats) / settings.batch_size)
     total = max(1, math.ceil(per_epoch * settings.epochs))
@@ -568,7 +568,7 @@ def train_reader(data: Path | Sequence[SquadExample], out_dir: Path, settings: T
                           "settings": settings.model_dump(mode="json")})
 
     pad_id = tokenizer.pad_token_id or 0
-    bar = tqdm(total=total, initial=step, desc="training", unit="step", disable=not progress)
+    bar = tqdm(total=total, initial=step, desc=desc, unit="step", disable=not progress)
     model.train()
     try:
         while step < stop_at:
@@ -598,10 +598,38 @@ def train_reader(data: Path | Sequence[SquadExample], out_dir: Path, settings: T
     finally:
         bar.close()
     log.info("trained steps %d-%d in %.0f s", resumed_from, step, time.perf_counter() - started)
-    result = TrainResult(out_dir, ckpt_dir, total, step, resumed_from, finished=False)
-    if step < total:
-        return result
+    return Fitted(model, tokenizer, ckpt_dir, fingerprint, total, step, resumed_from, len(feats))
 
+
+def train_reader(data: Path | Sequence[SquadExample], out_dir: Path, settings: TrainSettings | None = None, *,
+                 name: str | None = None, checkpoint_root: Path | None = None, max_steps: int | None = None,
+                 progress: bool = True) -> TrainResult:
+    """Train (or resume) a reader on ``data`` (a SQuAD JSON path or records) and write it to ``out_dir``.
+
+    ``max_steps`` stops this run after that global step (a checkpoint is saved; a rerun continues). Once all
+    steps are done the model is scored on the held-out articles, the null threshold chosen on the calibration
+    articles, and the folder written.
+    """
+    settings = settings or TrainSettings()
+    out_dir = Path(out_dir)
+    if inside_repository(out_dir):
+        raise ValueError(f"{out_dir} is inside the repository: write readers into a cache folder")
+    examples = load_examples(data) if isinstance(data, (str, Path)) else list(data)
+    split = split_articles(examples, heldout_articles=settings.heldout_articles,
+                           calibration_articles=settings.calibration_articles, train_articles=settings.train_articles,
+                           unanswerable_fraction=settings.unanswerable_fraction, seed=settings.seed)
+    name = name or out_dir.name
+    log.info("articles: %d train (%d questions, %d answerable), %d calibration (%d questions), %d held out "
+             "(%d questions): %s", len(split.train_articles), len(split.train),
+             sum(e.answerable for e in split.train), len(split.calibration_articles), len(split.calibration),
+             len(split.heldout_articles), len(split.heldout), ", ".join(split.heldout_articles))
+    fitted = fit(split.train, settings, (checkpoint_root or cache_root()) / name / "checkpoints",
+                 max_steps=max_steps, progress=progress)
+    result = TrainResult(out_dir, fitted.checkpoint_dir, fitted.steps_total, fitted.step, fitted.resumed_from,
+                         finished=False)
+    if not fitted.finished:
+        return result
+    model, tokenizer = fitted.model, fitted.tokenizer
     calib_preds = predict(model, tokenizer, split.calibration, settings, desc="calibration")
     threshold = best_null_threshold(split.calibration, calib_preds)
     calibration = squad2_report(split.calibration, calib_preds, threshold)
@@ -615,8 +643,8 @@ def train_reader(data: Path | Sequence[SquadExample], out_dir: Path, settings: T
         "heldout": heldout, "calibration": calibration,
         "articles": {"train": split.train_articles, "calibration": split.calibration_articles,
                      "heldout": split.heldout_articles},
-        "train_questions": len(split.train), "train_features": len(feats), "steps": total,
-        "fingerprint": fingerprint,
+        "train_questions": len(split.train), "train_features": fitted.features, "steps": fitted.steps_total,
+        "fingerprint": fitted.fingerprint,
     })
     result.finished = True
     result.null_threshold, result.heldout, result.calibration = threshold, heldout, calibration

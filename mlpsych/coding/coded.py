@@ -1,0 +1,209 @@
+"""Coders' answers as labelled spans of the papers: from coded results sheets or from hand-coded gold.
+
+A results sheet's ``answers`` rows carry the coder columns (``correct``, ``corrected_answer``, ``notes``): an
+answer marked correct is a positive span, a corrected answer is a positive span where the corrected text is found
+in the paper (near the original answer), an answer marked wrong without a correction is a negative, and rows whose
+``stage`` is ``coder`` (answers a coder added) are positives. Only the (paper, question) pairs a coder touched are
+used: a pair nobody coded says nothing about what is right. Gold in the ``mlpsych eval --gold`` format is coding
+of every answer of its papers: all its spans are positives.
+
+Every span is located in the paper's text (the offsets given when they still match it, else the text itself,
+nearest to the offsets), so ingest's text normalization or a sheet edited by hand does not shift labels.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from mlpsych.documents import Document
+from mlpsych.errors import EvalInputError
+
+log = logging.getLogger(__name__)
+
+CODER_STAGE = "coder"  # the ``stage`` of an answer a coder added (the review view writes it)
+
+
+@dataclass(frozen=True)
+class CodedSpan:
+    """One labelled span: ``correct`` True is an answer to the question, False one a coder marked wrong."""
+
+    paper_id: str
+    question_id: str
+    text: str
+    start: int
+    end: int
+    correct: bool
+    how: str  # accepted, corrected, added, wrong or gold
+    bridge_entity: str | None = None
+
+
+@dataclass
+class Coding:
+    """The labelled spans of a corpus, the (paper, question) pairs coded, and what could not be used (why)."""
+
+    spans: list[CodedSpan] = field(default_factory=list)
+    pairs: set[tuple[str, str]] = field(default_factory=set)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def papers(self) -> list[str]:
+        return sorted({paper for paper, _ in self.pairs})
+
+    @property
+    def questions(self) -> list[str]:
+        return sorted({question for _, question in self.pairs})
+
+    def only(self, papers: Iterable[str]) -> "Coding":
+        """The coding of these papers alone (cross-fitting: adapt on some papers, score the others)."""
+        keep = set(papers)
+        return Coding([s for s in self.spans if s.paper_id in keep], {p for p in self.pairs if p[0] in keep},
+                      list(self.skipped))
+
+
+def locate(needle: str, text: str, near: int | None = None) -> tuple[int, int] | None:
+    """Char range of ``needle`` in ``text``: an exact occurrence, else one differing only in case and spacing;
+    the one nearest to ``near`` when it occurs several times. None when it is not in the text."""
+    needle = needle.strip()
+    if not needle:
+        return None
+    found = [(m.start(), m.end()) for m in re.finditer(re.escape(needle), text)]
+    if not found:
+        loose = r"\s+".join(re.escape(word) for word in needle.split())
+        found = [(m.start(), m.end()) for m in re.finditer(loose, text, flags=re.IGNORECASE)]
+    if not found:
+        return None
+    return min(found, key=lambda span: abs(span[0] - near)) if near is not None else found[0]
+
+
+def _offset(value: Any) -> int | None:
+    """A sheet or JSON cell as a char offset (None when blank or not a number)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    text = str(value or "").strip()
+    return int(text) if text.isdigit() else None
+
+
+def _place(text: str, doc: Document, start: Any, end: Any) -> tuple[int, int] | None:
+    """The span's offsets when they still hold ``text``, else where ``text`` is (nearest to ``start``)."""
+    a, b = _offset(start), _offset(end)
+    if a is not None and b is not None and text.strip() and doc.text[a:b].strip() == text.strip():
+        return a, b
+    return locate(text, doc.text, a)
+
+
+def _check_papers(papers: Iterable[str], documents: dict[str, Document], source: str) -> None:
+    """Every paper must be in TEXTS: a sheet of another corpus is one error naming its papers."""
+    missing = sorted(set(papers) - set(documents))
+    if missing:
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        raise EvalInputError(f"{source}: {len(missing)} paper(s) are not in the texts given: {shown} "
+                             "(a sheet of another corpus, or the wrong --texts)")
+
+
+def coding_from_sheets(paths: Sequence[str | Path], documents: dict[str, Document]) -> Coding:
+    """Labelled spans from coded results sheets (the rules of the module docstring); several sheets add up,
+    and a span two coders marked differently is left out (reported in ``skipped``)."""
+    from mlpsych.evaluation.agree import parse_code
+    from mlpsych.evaluation.evaluate import read_sheet
+
+    coding = Coding()
+    marks: dict[tuple[str, str, int, int, str | None], CodedSpan] = {}
+    disputed: set[tuple[str, str, int, int, str | None]] = set()
+    for path in paths:
+        rows = read_sheet(path, "answers")
+        if rows and "correct" not in rows[0]:
+            raise EvalInputError(f"{path}: sheet 'answers' has no 'correct' column (is it a results sheet?)")
+        _check_papers({str(r.get("paper_id") or "").strip() for r in rows} - {""}, documents, str(path))
+        for row in rows:
+            for span in _row_spans(row, documents, coding, Path(path).name, parse_code):
+                key = (span.paper_id, span.question_id, span.start, span.end, span.bridge_entity)
+                if key in marks and marks[key].correct != span.correct:
+                    disputed.add(key)
+                marks.setdefault(key, span)
+    for key in disputed:
+        coding.skipped.append(f"{key[0]} {key[1]}: {marks[key].text!r} marked both correct and wrong; left out")
+    coding.spans = [s for k, s in marks.items() if k not in disputed]
+    return coding
+
+
+def _row_spans(row: dict[str, Any], documents: dict[str, Document], coding: Coding, sheet: str,
+               parse_code) -> list[CodedSpan]:
+    """The labelled spans of one answers row (none for an uncoded row); records the pair as coded."""
+    paper = str(row.get("paper_id") or "").strip()
+    question = str(row.get("question_id") or "").strip()
+    answer = str(row.get("answer") or "").strip()
+    corrected = str(row.get("corrected_answer") or "").strip()
+    stage = str(row.get("stage") or "").strip().lower()
+    entity = str(row.get("bridge_entity") or "").strip() or None
+    where = f"{sheet} row {row.get('_row')} ({paper} {question})"
+    try:
+        mark = parse_code(row.get("correct"))
+    except ValueError:
+        coding.skipped.append(f"{where}: unreadable mark {row.get('correct')!r} (use yes/no)")
+        return []
+    added = stage == CODER_STAGE
+    if mark is None and not corrected and not added:
+        return []
+    coding.pairs.add((paper, question))
+    doc = documents[paper]
+    out = []
+    if corrected:
+        placed = _place(corrected, doc, row.get("start"), None)
+        if placed is None:
+            coding.skipped.append(f"{where}: corrected answer {corrected!r} is not in the paper; skipped")
+        else:
+            out.append(CodedSpan(paper, question, doc.text[placed[0]:placed[1]], *placed, True, "corrected", entity))
+        if mark is not False or not answer:
+            return out
+    if not answer:
+        return out
+    placed = _place(answer, doc, row.get("start"), row.get("end"))
+    if placed is None:
+        coding.skipped.append(f"{where}: answer {answer!r} is not in the paper; skipped")
+        return out
+    how = "added" if added else ("accepted" if mark else "wrong")
+    correct = added or bool(mark)
+    out.append(CodedSpan(paper, question, doc.text[placed[0]:placed[1]], *placed, correct, how, entity))
+    return out
+
+
+def coding_from_gold(path: str | Path, documents: dict[str, Document], unanswerable: Sequence[str] = ("q2",),
+                     anchor: str = "q1") -> Coding:
+    """Labelled spans from hand-coded gold (``{question: {paper: [{start, end, text}]}}``, as ``mlpsych eval
+    --gold`` reads): each paper of the ``anchor`` question is coded for every question it has gold for, and for
+    the ``unanswerable`` questions also where it has none (its answer is "nothing")."""
+    from mlpsych.evaluation.evaluate import evaluation_papers
+    from mlpsych.ingest.textnorm import normalize_text
+
+    path = Path(path)
+    if not path.is_file():
+        raise EvalInputError(f"{path}: no such file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise EvalInputError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise EvalInputError(f"{path}: expected {{question_id: {{paper_id: [spans]}}}}")
+    gold = {q: {normalize_text(str(p)): spans or [] for p, spans in papers.items()} for q, papers in data.items()}
+    _check_papers({p for papers in gold.values() for p in papers}, documents, str(path))
+    coding = Coding()
+    for question in gold:
+        for paper in evaluation_papers(gold, question, unanswerable, anchor):
+            coding.pairs.add((paper, question))
+            doc = documents[paper]
+            for span in gold[question].get(paper, []):
+                text = normalize_text(span["text"] if isinstance(span, dict) else str(span))
+                start = span.get("start") if isinstance(span, dict) else None
+                placed = _place(text, doc, start, span.get("end") if isinstance(span, dict) else None)
+                if placed is None:
+                    coding.skipped.append(f"{paper} {question}: gold answer {text!r} is not in the paper; skipped")
+                    continue
+                coding.spans.append(CodedSpan(paper, question, doc.text[placed[0]:placed[1]], *placed, True, "gold"))
+    return coding

@@ -1,0 +1,137 @@
+"""`mlpsych adapt`: records from the coding, a tiny reader adapted end to end, resume, and the refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlpsych.cli import main
+from mlpsych.coding.adapt import (
+    AdaptError,
+    AdaptOptions,
+    adapt,
+    adapt_settings,
+    adapted_questions,
+    build_records,
+    passages,
+)
+from mlpsych.coding.coded import Coding, CodedSpan, coding_from_sheets
+from mlpsych.documents import Document
+from mlpsych.questions import load_question_set
+from mlpsych.reading.reader import Query, Reader
+from mlpsych.settings import ReaderSettings
+
+from .conftest import PAPER_A, PAPER_B
+
+
+@pytest.fixture(scope="module")
+def questions():
+    return load_question_set("mlpsych")
+
+
+def test_passages_are_whole_sentences_of_about_the_length_asked():
+    cut = passages(PAPER_A, 12)
+    assert cut[0][0] == 0 and cut[-1][1] == len(PAPER_A)
+    for start, end in cut:
+        assert PAPER_A[end - 1] == "." and len(PAPER_A[start:end].split()) <= 20
+    assert all(a[1] < b[0] for a, b in zip(cut, cut[1:]))
+
+
+def test_records_from_the_coding(coded_sheet: Path, documents, questions):
+    records = build_records(coding_from_sheets([coded_sheet], documents), documents, questions,
+                            AdaptOptions(passage_words=12, negatives=1.0))
+    by_kind: dict[str, list] = {}
+    for e in records.examples:
+        by_kind.setdefault(e.id.split("|")[2], []).append(e)
+    for e in records.examples:
+        assert e.article == "A"  # paper B was not coded
+        if e.answers:
+            assert e.context[e.answer_starts[0]:e.answer_starts[0] + len(e.answers[0])] == e.answers[0]
+    positives = {(e.question, e.answers[0]) for e in by_kind["positive"]}
+    q1, q2 = questions.get("q1").text, questions.get("q2").text
+    assert positives == {(q1, "random forests"), (q1, "Support vector machines"), (q2, "caret"), (q2, "R")}
+    # "random forests" recurs twice more in the paper (case aside): both are positives too
+    assert sorted(e.answers[0] for e in by_kind["repeat"] if e.question == q1) == ["Random forests",
+                                                                                    "random forests"]
+    # "grid search" was marked wrong and its passage holds no positive: an unanswerable record
+    hard = [e for e in by_kind["hard_negative"]]
+    assert any("grid search" in e.context and not e.answers for e in hard)
+    for e in by_kind.get("negative", []):  # drawn passages never hold a positive's text
+        assert not e.answers and "random forests" not in e.context.lower()
+    assert records.counts["q1"]["positive"] == 2 and records.counts["q2"]["positive"] == 2
+
+
+def test_follow_up_answers_train_on_their_sub_questions(documents, questions):
+    start = PAPER_A.index("predict dropout")
+    rf = PAPER_A.index("random forests")
+    coding = Coding([CodedSpan("A", "q1", "random forests", rf, rf + 14, True, "gold"),
+                     CodedSpan("A", "q4", "predict dropout", start, start + 15, True, "gold")],
+                    {("A", "q1"), ("A", "q4")})
+    records = build_records(coding, documents, questions, AdaptOptions(passage_words=12, negatives=0))
+    follow_up = [e for e in records.examples if e.answers and e.answers[0] == "predict dropout"]
+    assert [e.question for e in follow_up] == ["What was random forests used for?"]
+
+
+def test_adapt_writes_a_reader_the_reader_loads_and_resumes(tmp_path: Path, coded_sheet: Path, documents,
+                                                            questions, tiny_bert: Path):
+    coding = coding_from_sheets([coded_sheet], documents)
+    settings = adapt_settings(str(tiny_bert), max_length=64, stride=16, batch_size=4, lr=1e-3, epochs=2,
+                              checkpoint_every=1)
+    out = tmp_path / "adapted"
+    options = AdaptOptions(passage_words=12)
+    stopped = adapt(coding, documents, questions, out, settings, options, checkpoints=tmp_path / "ck", max_steps=2,
+                    progress=False)
+    assert stopped.out_dir is None and stopped.step == 2 < stopped.steps_total
+    assert not out.exists() and not list(tmp_path.glob(".adapted*"))  # no half-written folder
+    done = adapt(coding, documents, questions, out, settings, options, checkpoints=tmp_path / "ck",
+                 progress=False, source={"coded": [str(coded_sheet)]})
+    assert done.resumed_from == 2 and done.step == done.steps_total
+    assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
+    meta = json.loads((out / "mlpsych_reader.json").read_text())
+    section = meta["adapted"]
+    assert section["base_reader"] == str(tiny_bert) and section["papers"] == ["A"]
+    assert section["questions"]["q1"]["positive"] == 2 and section["records"] == done.meta["adapted"]["records"]
+    assert any("XGBoost" in line for line in section["skipped"])
+    assert adapted_questions(out) == ["q1", "q2"]
+    assert adapted_questions(tiny_bert) is None
+    spans = Reader(str(out), ReaderSettings(device="cpu", dtype="fp32", stride=16)).run(
+        Document("B", PAPER_B), [Query("q1", questions.get("q1").text, top_k=3, max_answer_tokens=10)])
+    assert len(spans[0]) == 3 and all(PAPER_B[s.start:s.end] == s.text for s in spans[0])
+
+
+def test_refusals(tmp_path: Path, documents, questions, tiny_bert: Path):
+    settings = adapt_settings(str(tiny_bert), max_length=64, stride=16, batch_size=4)
+    with pytest.raises(AdaptError, match="no coded answers: .*'correct' column"):
+        adapt(Coding(), documents, questions, tmp_path / "r", settings)
+    only_wrong = Coding([CodedSpan("A", "q1", "grid search", 0, 11, False, "wrong")], {("A", "q1")})
+    with pytest.raises(AdaptError, match="no answer that was found"):
+        adapt(only_wrong, documents, questions, tmp_path / "r", settings)
+    unknown = Coding([CodedSpan("A", "q9", "x", 0, 1, True, "gold")], {("A", "q9")})
+    with pytest.raises(AdaptError, match="q9 are not in the question file"):
+        adapt(unknown, documents, questions, tmp_path / "r", settings)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    good = Coding([CodedSpan("A", "q1", "random forests", 0, 1, True, "gold")], {("A", "q1")})
+    with pytest.raises(AdaptError, match="not a reader folder"):
+        adapt(good, documents, questions, busy, settings)
+
+
+def test_command_line_refuses_in_one_line(tmp_path: Path, capsys, tiny_bert: Path):
+    from tests.coding.conftest import HEADER, write_sheet
+
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text(json.dumps({"id": "A", "text": PAPER_A}) + "\n", encoding="utf-8")
+    uncoded = write_sheet(tmp_path / "u.xlsx", [["A", "", "q1", "?", "random forests"] + [None] * (len(HEADER) - 5)])
+    args = ["adapt", "--reader", str(tiny_bert), "--texts", str(texts), "--out", str(tmp_path / "out"),
+            "--no-progress", "--coded"]
+    assert main(args + [str(uncoded)]) == 2
+    assert "mark answers in the 'correct' column" in capsys.readouterr().err
+    other = write_sheet(tmp_path / "o.xlsx", [["Z", "", "q1", "?", "x", None, None, None, None, None, None, None,
+                                               None, None, None, "yes"]])
+    assert main(args + [str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "not in the texts given: Z" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,78 @@
+"""Coded sheets and gold read back as labelled spans of the papers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlpsych.coding.coded import coding_from_gold, coding_from_sheets, locate
+from mlpsych.errors import EvalInputError
+
+from .conftest import PAPER_A, PAPER_B, answer_row, write_sheet
+
+
+def test_locate_exact_loose_and_nearest():
+    text = "Random  Forests here. random forests there. random forests again."
+    assert locate("random forests", text) == (22, 36)
+    assert locate("random forests", text, near=50) == (44, 58)
+    assert locate("RANDOM forests", text) == (0, 15)  # case and spacing differ: the loose match
+    assert locate("boosting", text) is None
+    assert locate("  ", text) is None
+
+
+def test_sheet_rows_become_positives_negatives_and_skips(coded_sheet: Path, documents):
+    coding = coding_from_sheets([coded_sheet], documents)
+    assert coding.pairs == {("A", "q1"), ("A", "q2")}  # paper B was not coded: unused
+    by = {(s.text, s.how): s for s in coding.spans}
+    assert set(by) == {("random forests", "accepted"), ("grid search", "wrong"),
+                       ("Support vector machines", "corrected"), ("Support vector", "wrong"), ("caret", "added"),
+                       ("R", "accepted")}
+    assert by[("random forests", "accepted")].correct and not by[("grid search", "wrong")].correct
+    for span in coding.spans:
+        assert PAPER_A[span.start:span.end] == span.text
+    # a corrected answer not in the paper is reported and skipped; the wrong original stays a negative
+    assert any("XGBoost" in line and "not in the paper" in line for line in coding.skipped)
+    assert ("gradient boosting", "wrong") not in by  # ... unless the original is not in the paper either
+    assert any("gradient boosting" in line for line in coding.skipped)
+
+
+def test_shifted_offsets_are_relocated(tmp_path: Path, documents):
+    sheet = write_sheet(tmp_path / "s.xlsx", [answer_row("B", PAPER_B, "q2", "gensim", correct="yes", shift=3)])
+    span, = coding_from_sheets([sheet], documents).spans
+    assert PAPER_B[span.start:span.end] == "gensim"
+
+
+def test_two_coders_disagreeing_leave_the_span_out(tmp_path: Path, documents):
+    one = write_sheet(tmp_path / "1.xlsx", [answer_row("B", PAPER_B, "q2", "gensim", correct="yes"),
+                                            answer_row("B", PAPER_B, "q2", "Python", correct="yes")])
+    two = write_sheet(tmp_path / "2.xlsx", [answer_row("B", PAPER_B, "q2", "gensim", correct="no")])
+    coding = coding_from_sheets([one, two], documents)
+    assert [s.text for s in coding.spans] == ["Python"]
+    assert any("gensim" in line and "both" in line for line in coding.skipped)
+
+
+def test_sheet_of_another_corpus_is_one_error_naming_its_papers(tmp_path: Path, documents):
+    sheet = write_sheet(tmp_path / "other.xlsx", [answer_row("X1", "abc", "q1", "abc", correct="yes"),
+                                                  answer_row("X2", "abc", "q1", "abc", correct="yes")])
+    with pytest.raises(EvalInputError, match=r"2 paper\(s\) are not in the texts given: X1, X2"):
+        coding_from_sheets([sheet], documents)
+
+
+def test_gold_spans_are_positives_and_unanswerable_papers_are_coded(tmp_path: Path, documents):
+    start = PAPER_A.index("random forests")
+    gold = {"q1": {"A": [{"start": start + 2, "end": start + 16, "text": "random forests"}],
+                   "B": [{"start": 0, "end": 1, "text": "Latent Dirichlet allocation"}]},
+            "q2": {"B": [{"start": 0, "end": 0, "text": "gensim"}]},
+            "q3": {"B": [{"start": 0, "end": 0, "text": "not in this paper at all"}]}}
+    path = tmp_path / "gold.json"
+    path.write_text(json.dumps(gold), encoding="utf-8")
+    coding = coding_from_gold(path, documents)
+    assert coding.pairs == {("A", "q1"), ("B", "q1"), ("A", "q2"), ("B", "q2"), ("B", "q3")}
+    assert {(s.paper_id, s.text) for s in coding.spans} == {("A", "random forests"), ("B", "gensim"),
+                                                           ("B", "Latent Dirichlet allocation")}
+    assert all(s.correct and s.how == "gold" for s in coding.spans)
+    a = next(s for s in coding.spans if s.paper_id == "A")
+    assert (a.start, a.end) == (start, start + 14)
+    assert any("not in this paper" in line for line in coding.skipped)
