@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from mlpsych.ingest.base import Line
+from mlpsych.ingest.statforms import protected_spans, without_overlaps
 
 # Step names accepted by --no-clean (aliases map the words of the issue onto the steps).
 _ALIASES = {
@@ -104,8 +105,7 @@ _CHAR_MAP = str.maketrans(
         "\u2060": "",
         "\ufeff": "",
         "\u2010": "-",  # hyphen
-        "\u2011": "-",  # non-breaking hyphen
-        "\u2212": "-",  # minus sign
+        "\u2011": "-",  # non-breaking hyphen (the minus sign U+2212 stays: statistics are kept as printed)
         "\u2018": "'",  # typographic quotes (TeX's ' and ``...'', Word's autocorrect) -> ASCII, so an answer
         "\u2019": "'",  # typed with ASCII quotes ("Ward's method") still matches verbatim
         "\u201c": '"',
@@ -115,13 +115,22 @@ _CHAR_MAP = str.maketrans(
 )
 
 
+# Superscripts and subscripts keep their form: NFKC would turn "χ²(2)" into "χ2(2)" and "η²p" into "η2p".
+_SCRIPTS = re.compile(
+    "([" + "".join(chr(c) for c in range(0x80, 0x10000)
+                   if unicodedata.decomposition(chr(c)).startswith(("<super>", "<sub>"))) + "]+)"
+)
+
+
 def normalize_unicode(text: str) -> str:
     """Ligatures (ﬁ -> fi), full-width forms, odd spaces, dashes and curly quotes mapped to plain characters.
 
+    Superscripts, subscripts and the minus sign stay as printed (they are part of reported statistics).
     Control characters, surrogates and non-characters were handled before, always, by
     :mod:`mlpsych.ingest.textnorm`; its U+FFFD replacements are kept, so an answer shows where text was lost.
     """
-    return unicodedata.normalize("NFKC", text.translate(_CHAR_MAP))
+    pieces = _SCRIPTS.split(text.translate(_CHAR_MAP))
+    return "".join(piece if k % 2 else unicodedata.normalize("NFKC", piece) for k, piece in enumerate(pieces))
 
 
 # ----------------------------------------------------------------------------------------- running headers/footers
@@ -543,10 +552,14 @@ def apply_edits(
     return "".join(pieces), [(move(s), move(e)) for s, e in pages]
 
 
+# Spaces before punctuation or a line end; not before a decimal point or comma that starts a number ("p < .001").
+_SPACE_BEFORE_PUNCTUATION = re.compile(r" +(?=[.,;:](?!\d)|\n)")
+
+
 def tidy_spaces(text: str) -> list[tuple[int, int, str]]:
     """Edits collapsing runs of spaces and spaces before punctuation or line ends left behind by removals."""
     edits = [(m.start(), m.end(), " ") for m in re.finditer(r" {2,}", text)]
-    edits += [(m.start(), m.end(), "") for m in re.finditer(r" +(?=[.,;:\n])", text)]
+    edits += [(m.start(), m.end(), "") for m in _SPACE_BEFORE_PUNCTUATION.finditer(text)]
     return edits
 
 
@@ -583,8 +596,10 @@ def clean_pages(pages: Sequence[list[Line]], options: CleaningOptions | None = N
         report["hyphenation"] = hyphen_report
     if options.citations:
         edits, stats = find_citations(text)
+        edits, stats["kept_for_statistics"] = without_overlaps(edits, protected_spans(text))
         text, ranges = apply_edits(text, ranges, edits)
-        text, ranges = apply_edits(text, ranges, tidy_spaces(text))
+        tidy, _ = without_overlaps(tidy_spaces(text), protected_spans(text))
+        text, ranges = apply_edits(text, ranges, tidy)
         report["citations"] = stats
     return CleanResult(text=text, pages=ranges, report=report)
 
