@@ -161,8 +161,13 @@ def render_pdf(
     ligatures: bool = False,
     font_size: float = 9.5,
     encrypt_password: str | None = None,
+    claims: dict[str, str] | None = None,
 ) -> RenderInfo:
-    """Typeset ``paper`` into ``path`` and return the page count and the boilerplate lines it added."""
+    """Typeset ``paper`` into ``path`` and return the page count and the boilerplate lines it added.
+
+    ``claims`` maps a drawn character to the text its ToUnicode entry claims instead (a preprint whose hyphen
+    glyph reads back as "-" + U+00AD + U+2010, see :func:`soft_hyphen_paper`).
+    """
     from reportlab.lib.enums import TA_CENTER, TA_JUSTIFY
     from reportlab.lib.pagesizes import letter
     from reportlab.lib.styles import ParagraphStyle
@@ -237,7 +242,7 @@ def render_pdf(
     if paper.references:
         story.append(Paragraph("References", heading))
         story.extend(Paragraph(_markup(ref, font, False), ref_style) for ref in paper.references)
-    with _utf16_to_unicode_maps():
+    with _utf16_to_unicode_maps({ord(char): claim for char, claim in (claims or {}).items()}):
         doc.build(story)
     boilerplate = [f"{paper.journal} 2024, Vol. 12(3)", paper.short_title, *notes[: doc.page]]
     boilerplate += list(paper.captions.values()) + list(paper.references)
@@ -260,6 +265,28 @@ def math_italic_paper() -> SynthPaper:
              "𝑘 = 37 words."),
         ] * 3,
         headings={0: "Method", 2: "Results"},
+    )
+
+
+# What the hyphen glyph of a real preprint reads back as: a hyphen, a soft hyphen and a Unicode hyphen.
+SOFT_HYPHEN_CLAIM = "-\u00ad\u2010"
+
+
+def soft_hyphen_paper() -> SynthPaper:
+    """A results section full of hyphenated words and negative coefficients, for :func:`render_pdf` with
+    ``claims={"-": SOFT_HYPHEN_CLAIM}``: every hyphen (typed, or added at a line end) then reads back with three
+    hyphen characters, as in a preprint whose text came out as "cross--fostered" and "B = -- 0.059"."""
+    return SynthPaper(
+        title="Cross-Fostered Pups and Self-Referential Memory",
+        short_title="Cross-Fostering",
+        paragraphs=[
+            ("Cross-fostered pups were compared with non-fostered litter-mates in a well-known open-field test; "
+             "the self-referential encoding task followed the long-term follow-up of every pup-mother dyad. "
+             "Maternal licking predicted later exploration (B = -0.059, SE = 0.021) and the self-reported "
+             "stress of the experimenters did not (B = -0.004, SE = 0.018), in line with the pre-registered "
+             "hypotheses of the cross-fostering literature."),
+        ] * 6,
+        headings={0: "Results"},
     )
 
 

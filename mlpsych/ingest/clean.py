@@ -98,13 +98,11 @@ class CleanResult:
 
 _CHAR_MAP = str.maketrans(
     {
-        "\u00ad": "",  # soft hyphen
         "\u200b": "",
         "\u200c": "",
         "\u200d": "",
         "\u2060": "",
         "\ufeff": "",
-        "\u2010": "-",  # hyphen
         "\u2011": "-",  # non-breaking hyphen (the minus sign U+2212 stays: statistics are kept as printed)
         "\u2018": "'",  # typographic quotes (TeX's ' and ``...'', Word's autocorrect) -> ASCII, so an answer
         "\u2019": "'",  # typed with ASCII quotes ("Ward's method") still matches verbatim
@@ -122,14 +120,26 @@ _SCRIPTS = re.compile(
 )
 
 
+# A run of hyphen characters holding a soft hyphen (U+00AD) or a Unicode hyphen (U+2010), and what ends the line.
+_HYPHEN_RUN = re.compile(r"[-\u00ad\u2010\u2011]*[\u00ad\u2010][-\u00ad\u2010\u2011]*(?=(\s*$)?)")
+
+
+def _one_hyphen(match: re.Match[str]) -> str:
+    """One hyphen for a run that shows one ("-" + U+00AD + U+2010 from a preprint's glyph map); a soft hyphen alone
+    is a break point: a hyphen at the end of a line (joined by de-hyphenation like any other), nothing elsewhere."""
+    if match.group().strip("\u00ad") or match.group(1) is not None:
+        return "-"
+    return ""
+
+
 def normalize_unicode(text: str) -> str:
-    """Ligatures (ﬁ -> fi), full-width forms, odd spaces, dashes and curly quotes mapped to plain characters.
+    """Ligatures (ﬁ -> fi), full-width forms, odd spaces, hyphens and curly quotes mapped to plain characters.
 
     Superscripts, subscripts and the minus sign stay as printed (they are part of reported statistics).
     Control characters, surrogates and non-characters were handled before, always, by
     :mod:`mlpsych.ingest.textnorm`; its U+FFFD replacements are kept, so an answer shows where text was lost.
     """
-    pieces = _SCRIPTS.split(text.translate(_CHAR_MAP))
+    pieces = _SCRIPTS.split(_HYPHEN_RUN.sub(_one_hyphen, text).translate(_CHAR_MAP))
     return "".join(piece if k % 2 else unicodedata.normalize("NFKC", piece) for k, piece in enumerate(pieces))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import unicodedata
 from dataclasses import dataclass
 
 _SIGN = "[−–‒+-]"  # minus sign, en dash, figure dash, plus, hyphen-minus: as the journal set it
@@ -36,19 +37,11 @@ class StatForm:
     start: int
     end: int
     text: str
-    core: str  # operator and value (or the interval) alone: what cleaning must keep even if a label differs
 
 
 def find_statistics(text: str) -> list[StatForm]:
     """Every statistic form in ``text``, in order."""
-    out: list[StatForm] = []
-    for match in _FORM.finditer(text):
-        if match.group("interval"):
-            core = match.group("interval")
-        else:
-            core = text[match.start("operator") : match.end("value")]
-        out.append(StatForm(match.start(), match.end(), _spaced(match.group()), _spaced(core)))
-    return out
+    return [StatForm(m.start(), m.end(), _spaced(m.group())) for m in _FORM.finditer(text)]
 
 
 def _spaced(text: str) -> str:
@@ -76,3 +69,41 @@ def without_overlaps(
             continue
         kept.append(edit)
     return kept, len(edits) - len(kept)
+
+
+@dataclass
+class StatCheck:
+    """Which distinct statistic forms of a raw text the cleaned text still holds as printed."""
+
+    expected: list[str]  # forms still in the cleaned text in some shape (spacing, signs, scripts aside)
+    missing: list[str]  # of those, the forms not found as printed (squeezed, re-signed, NFKC-flattened)
+    removed: int  # forms gone altogether, with whole lines (captions, tables, references): not judged here
+
+    @property
+    def kept(self) -> int:
+        return len(self.expected) - len(self.missing)
+
+
+def _loose(text: str) -> str:
+    """A form compared loosely: no whitespace, NFKC (² -> 2), every dash or minus as '-'."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", re.sub(_SIGN, "-", text)))
+
+
+def check_statistics(raw: str, cleaned: str) -> StatCheck:
+    """Compare the statistic forms of ``raw`` (extracted, uncleaned) with ``cleaned``.
+
+    A form that survives in any shape (the loose comparison: "p <.001" for "p < .001", "χ2" for "χ²") must
+    survive as printed; a form gone altogether went with a removed line (a table cell, a caption) and is only counted.
+    """
+    flat, loose = _spaced(cleaned), _loose(cleaned)
+    expected: list[str] = []
+    missing: list[str] = []
+    removed = 0
+    for text in dict.fromkeys(f.text for f in find_statistics(raw)):
+        if _loose(text) not in loose:
+            removed += 1
+            continue
+        expected.append(text)
+        if text not in flat:
+            missing.append(text)
+    return StatCheck(expected, missing, removed)

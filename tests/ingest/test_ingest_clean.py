@@ -56,6 +56,29 @@ def test_unicode_typographic_quotes_become_ascii() -> None:
     assert clean_pages(lines_from_text([text]), CleaningOptions.off()).text == text  # only when the step is on
 
 
+@pytest.mark.parametrize(
+    "stored, expected",
+    [
+        ("cross-\u00ad\u2010fostered pups", "cross-fostered pups"),  # a preprint's hyphen: three characters
+        ("B = -\u00ad\u20100.059", "B = -0.059"),
+        ("non\u2011fostered and pre\u2010registered", "non-fostered and pre-registered"),
+        ("sig\u00adnificant", "significant"),  # a soft hyphen inside a line is an unused break point
+        ("two -- dashes typed", "two -- dashes typed"),  # ASCII as typed is left alone
+    ],
+)
+def test_hyphen_look_alikes_leave_one_hyphen(stored: str, expected: str) -> None:
+    assert clean_text(stored, "unicode") == expected
+
+
+@pytest.mark.parametrize("stored", ["-\u00ad\u2010", "\u2010", "\u00ad", "-\u00ad"])
+def test_line_end_hyphen_look_alikes_joined_like_plain_hyphens(stored: str) -> None:
+    lines = "a self-referential task and the self{h}\nreferential coding of the meth{h}\nods in the study"
+    both = CleaningOptions.disable(["headers", "footnotes", "captions", "references", "citations", "columns"])
+    out = clean_pages(lines_from_text([lines.format(h=stored)]), both).text
+    assert out == clean_pages(lines_from_text([lines.format(h="-")]), both).text
+    assert out == "a self-referential task and the self-referential coding of the methods in the study"
+
+
 # ------------------------------------------------------------------------------------------------------ hyphenation
 
 

@@ -9,6 +9,7 @@ import pypdfium2 as pdfium
 import pytest
 
 from mlpsych.ingest import CleaningOptions, load_documents
+from mlpsych.ingest.pdf import extract_pdf
 
 from .conftest import LEFT_MARK
 
@@ -112,3 +113,19 @@ def test_left_marker_constant_is_in_text(synth_pdf) -> None:
     (document,) = load_documents(synth_pdf[0], pdf_backend="pdfium", progress=False)
     assert document.text.startswith("Category Labels in Minimal Groups")
     assert LEFT_MARK.replace("paragraph", "paragraph 0") in document.text
+
+
+def test_preprint_hyphens_stored_as_three_characters_read_as_one(tmp_path: Path) -> None:
+    # The hyphen glyph of the PDF reads back as "-" + U+00AD + U+2010 (typed hyphens and line-end hyphenation alike):
+    # the cleaned text must equal that of the same paper with plain hyphens.
+    from mlpsych.dev.synth import SOFT_HYPHEN_CLAIM, render_pdf, soft_hyphen_paper
+
+    render_pdf(soft_hyphen_paper(), tmp_path / "plain.pdf")
+    render_pdf(soft_hyphen_paper(), tmp_path / "soft.pdf", claims={"-": SOFT_HYPHEN_CLAIM})
+    plain, soft = load_documents([tmp_path / "plain.pdf", tmp_path / "soft.pdf"], pdf_backend="pdfium",
+                                 progress=False)
+    assert "\u00ad" in "".join(ln.text for page in extract_pdf(tmp_path / "soft.pdf").pages for ln in page)
+    assert soft.text == plain.text
+    assert "--" not in soft.text and "\u00ad" not in soft.text and "\u2010" not in soft.text
+    assert "Cross-fostered pups" in soft.text and "(B = -0.059, SE = 0.021)" in soft.text
+    assert "self-referential encoding" in soft.text

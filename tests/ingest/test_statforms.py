@@ -6,7 +6,7 @@ import pytest
 
 from mlpsych.ingest.base import lines_from_text
 from mlpsych.ingest.clean import CleaningOptions, clean_pages
-from mlpsych.ingest.statforms import find_statistics, without_overlaps
+from mlpsych.ingest.statforms import check_statistics, find_statistics, without_overlaps
 
 # Each form as a journal prints it (pdfium's characters: U+2212 minus, superscript two, Greek letters).
 FORMS = [
@@ -77,3 +77,11 @@ def test_overlapping_edits_dropped_others_kept() -> None:
     edits = [(1, 11, ""), (14, 15, ""), (20, 20, "!"), (17, 17, "!")]
     kept, dropped = without_overlaps(edits, spans)
     assert kept == [(1, 11, ""), (20, 20, "!")] and dropped == 2
+
+
+def test_check_statistics_tells_squeezed_from_removed() -> None:
+    raw = "We found p < .001 and χ²(2) = 5.3 here.\nTable 1. Cells -7.53 <0.001 in the table."
+    good = check_statistics(raw, "We found p < .001 and χ²(2) = 5.3 here.")
+    assert good.expected == ["p < .001", "χ²(2) = 5.3"] and good.missing == [] and good.removed == 1
+    bad = check_statistics(raw, "We found p <.001 and χ2(2) = 5.3 here.")
+    assert bad.missing == ["p < .001", "χ²(2) = 5.3"] and bad.kept == 0
