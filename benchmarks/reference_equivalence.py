@@ -11,11 +11,19 @@ settings. For every development paper and question (q1-q3, and q4 asked of one e
 must hold the same spans (char offsets, texts) with scores within ``--tolerance``; a span whose score ties another
 within the tolerance may swap places with it, and at the cut (rank 30) a span may differ when its score is within
 the tolerance of the cut. Exit status 1 when any list differs.
+
+    python benchmarks/reference_equivalence.py --data ../shared/mlpsych --cases ../shared/mlpsych/released_cases.jsonl
+
+checks the post-processing alone, without a reader: each case holds the pipeline's raw top-30 list of one paper and
+question and the final answer set the paper's released code made of it (top-20 cutoff, merging, trimming, strip,
+set). The raw list goes through ``reading.released`` and the two sets are compared, each paper and question reported
+equal or with its first difference (in code-point order of the texts). Both checks run when both are given.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -25,9 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._devset import development_set  # noqa: E402
 from benchmarks.reader_vs_reference import ensure_ref_venv, run_reference  # noqa: E402
+from mlpsych.answers import Span  # noqa: E402
 from mlpsych.documents import Document  # noqa: E402
+from mlpsych.evaluation.evaluate import load_texts  # noqa: E402
 from mlpsych.questions import load_question_set  # noqa: E402
 from mlpsych.reading.reader import Query, Reader  # noqa: E402
+from mlpsych.reading.released import released_answers  # noqa: E402
 from mlpsych.settings import PRESETS, ReaderSettings  # noqa: E402
 
 REF_VERSION = "transformers==4.40.2"  # the version the paper's code was released with
@@ -87,17 +98,45 @@ def compare(ref: list[dict], ours: list[dict], tolerance: float) -> tuple[list[s
     return problems, worst
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
-    parser.add_argument("--reader", required=True, help="a trained reader folder (Hub layout)")
-    parser.add_argument("--papers", type=int, default=None, help="only the first N development papers")
-    parser.add_argument("--ids", default="", help="only these development papers (comma-separated ids)")
-    parser.add_argument("--tolerance", type=float, default=1e-4)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--ref-venv", type=Path, default=Path("/tmp/mlpsych-ref440-venv"))
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING)
+def final_set(doc: Document, question_id: str, raw: list[dict]) -> list[str]:
+    """What the released code keeps of a raw list: its post-processing (``reading.released``), each answer
+    stripped, as a sorted set."""
+    spans = [Span(doc.id, question_id, "reader", a["answer"], a["start"], a["end"], a["score"]) for a in raw]
+    return sorted({a.text.strip() for a in released_answers(doc, spans)})
+
+
+def first_difference(ours: list[str], released: list[str]) -> str:
+    """The first text (code-point order) in one sorted set and not the other, and where it is; "" when equal."""
+    only = sorted([(t, "mlpsych") for t in set(ours) - set(released)] +
+                  [(t, "released") for t in set(released) - set(ours)])
+    if not only:
+        return ""
+    text, side = only[0]
+    return f"only in {side}: {text!r} ({len(only)} texts differ; {len(ours)} answers, released {len(released)})"
+
+
+def check_cases(cases: Path, texts: dict[str, str]) -> tuple[int, int]:
+    """Every case's raw list through mlpsych's released rules against the released code's final set, printed per
+    paper and question; ``(equal, cases)``."""
+    equal = total = 0
+    by_question: dict[str, list[int]] = {}
+    for line in cases.read_text(encoding="utf-8").splitlines():
+        case = json.loads(line)
+        doc = Document(id=case["paper_id"], text=texts[case["paper_id"]])
+        difference = first_difference(final_set(doc, case["question_id"], case["raw"]), case["final"])
+        total += 1
+        equal += not difference
+        by_question.setdefault(case["question_id"], [0, 0])[0] += not difference
+        by_question[case["question_id"]][1] += 1
+        print(f"{case['paper_id']} {case['question_id']}: {difference or 'equal'}")
+    print("final answer sets equal: " + ", ".join(f"{q} {e} of {n}" for q, (e, n) in sorted(by_question.items())) +
+          f"; all {equal} of {total} ({cases.name}, raw lists through reading.released)")
+    return equal, total
+
+
+def compare_raw_lists(args: argparse.Namespace) -> bool:
+    """The pipeline's raw top-30 lists against mlpsych's reader in the reference settings, printed; True when all
+    are equivalent."""
 
     asked = questions()
     wanted = {i for i in args.ids.split(",") if i}
@@ -125,7 +164,30 @@ def main() -> None:
           f"{Path(args.reader).name}, {len(papers)} papers x {len(asked)} questions, top {TOP_K}")
     print(f"equivalent lists: {equal} of {lists}; largest score difference of a matched span {worst:.2e} "
           f"(tolerance {args.tolerance:g}); seconds: pipeline {ref_seconds:.0f} (with start-up), mlpsych {our_seconds:.0f}")
-    sys.exit(0 if equal == lists else 1)
+    return equal == lists
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
+    parser.add_argument("--reader", help="a trained reader folder (Hub layout): compare the raw lists")
+    parser.add_argument("--cases", type=Path, help="released_cases.jsonl: compare the final answer sets")
+    parser.add_argument("--papers", type=int, default=None, help="only the first N development papers")
+    parser.add_argument("--ids", default="", help="only these development papers (comma-separated ids)")
+    parser.add_argument("--tolerance", type=float, default=1e-4)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--ref-venv", type=Path, default=Path("/tmp/mlpsych-ref440-venv"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    if not args.reader and not args.cases:
+        parser.error("give --reader, --cases or both")
+    ok = True
+    if args.cases:
+        equal, total = check_cases(args.cases, load_texts(args.data / "text.json"))
+        ok = equal == total
+    if args.reader:
+        ok = compare_raw_lists(args) and ok
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

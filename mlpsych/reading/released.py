@@ -1,33 +1,34 @@
-"""The post-processing of the paper's released code, reproduced from its description (not from its code).
+"""The post-processing of the paper's released code, reproduced from its description and its outputs (not from its code).
 
 "Zero-Shot Complex Question-Answering on Long Scientific Documents" released code that handles one model's
 answers differently from the paper's text (``merge.py`` keeps the project's own rules; this module is the
 reference to compare with). :func:`released_answers` takes one model's raw answers for one question of one paper,
-in rank order (best score first) and with the duplicates the question-answering pipeline keeps (the same span
-found in two overlapping windows comes twice), and applies, in this order:
+in rank order (best score first, as the question-answering pipeline returns its top 30), and applies, in this
+order (each step checked against the released code's outputs on the development papers: docs/reference.md,
+``benchmarks/reference_equivalence.py --cases``):
 
-1. Score filter: an answer whose ``round(score, 5)`` is not above 0 is dropped, except the first of the list,
+1. Cutoff: only the first ``top`` (20) answers are read.
+2. Score filter: an answer whose ``round(score, 5)`` is not above 0 is dropped, except the first of the list,
    which is always kept.
-2. Merging (when the question merges): each answer, in rank order, is compared with the answers kept so far, in
-   the order they were kept; the first kept answer it matches decides, and the rest are not looked at.
+3. Merging by location (when the question merges): each answer, in rank order, is compared with the answers
+   kept so far, in the order of the kept list; the first one its positions overlap, touching included (only
+   ``start > kept.end or end < kept.start`` is apart, so [0, 5) and [5, 9) merge), grows to cover both, its
+   text re-read from the document and its score the kept one's, and moves to the end of the kept list. An answer
+   that overlaps none is appended. Grown answers are not merged again with each other by location, so two kept
+   answers may overlap.
+4. Trimming: leading and trailing characters among `` ,.-(;`` are stripped (only these: the space, not other
+   white space), and a trailing ``)`` too when what is left has no ``(``; offsets move with the text. Answers left
+   empty are dropped.
+5. Merging by text (when the question merges): the trimmed answers, in the order of the kept list, are compared
+   the same way with the answers kept by this step (case-sensitive substrings; the first match decides): a text
+   inside a kept text (or equal to it) is dropped; a kept text inside the new one is replaced in place by the new
+   text and offsets (its score stays). So "R" is swallowed by "Random forest", and so is "r" (fo-r-est), but
+   "random" is not.
 
-   - Positions overlap, touching included (only ``start > kept.end or end < kept.start`` is apart, so
-     [0, 5) and [5, 9) merge): the kept answer grows to cover both, its text re-read from the document, its
-     score the kept one's.
-   - Else a case-sensitive substring test on the texts: a new text inside the kept text is dropped; a kept
-     text inside the new one is replaced in place by the new text and offsets (rank and score stay the kept
-     one's). So "R" is swallowed by "Random forest", and so is "r" (fo-r-est), but "random" is not.
-   - Else the answer is kept as a new one. Kept answers are never merged again with each other, even when
-     growing makes two of them overlap.
-
-   Without merging, answers are only filtered, trimmed and deduplicated.
-3. Trimming, after merging (so a span ending in a space still touches the next one, as in the reference):
-   leading and trailing characters among `` ,.-(;`` are stripped (only these: the space, not other white
-   space), and trailing ``)`` too when the answer had no ``(`` before trimming; offsets move with the text.
-   Answers left empty are dropped, then answers with identical (case-sensitive) texts are kept once, the first.
-4. Records: :class:`Answer` rows in kept order, stage ``extractive``, the model's name, the kept score, the page
-   and evidence sentence of the start, and every raw span that went into it (grown into it, swallowed by it,
-   or dropped as its identical text).
+   Without merging, answers are only cut, filtered, trimmed, and kept once per identical text.
+6. Records: :class:`Answer` rows in kept order, stage ``extractive``, the model's name, the kept score, the text
+   as the document has it between the answer's offsets (white space inside kept, as the released code keeps it),
+   the page and evidence sentence of the start, and every raw span that went into it.
 
 :func:`union_of_models` is the released combination of several models (a plain union of answer texts),
 :func:`per_entity_answers` its reading of a multi-hop sub-question's answers, and :func:`joined_llm_input` its
@@ -43,6 +44,7 @@ from mlpsych.documents import Document
 
 JUNK = " ,.-(;"
 SCORE_DECIMALS = 5
+READ = 20  # raw answers the post-processing reads, of the pipeline's top 30
 ENTITY_READ = 5  # raw answers read per multi-hop sub-question
 ENTITY_KEEP = 3  # answers kept of those
 
@@ -80,38 +82,58 @@ def _score_filter(spans: list[Span]) -> list[Span]:
     return [s for n, s in enumerate(spans) if n == 0 or round(s.score, SCORE_DECIMALS) > 0]
 
 
-def _merged(doc: Document, spans: list[Span]) -> list[_Kept]:
+def _merged_by_location(doc: Document, spans: list[Span]) -> list[_Kept]:
+    """Step 3: each span grows the first kept answer it overlaps or touches, which then moves to the end."""
     kept: list[_Kept] = []
     for span in spans:
-        for home in kept:
-            if not (span.start > home.end or span.end < home.start):
-                home.start, home.end = min(home.start, span.start), max(home.end, span.end)
-                home.text = doc.text[home.start : home.end]
-                home.spans.append(span)
-                break
-            if span.text in home.text:
-                home.spans.append(span)
-                break
-            if home.text in span.text:
-                home.start, home.end, home.text = span.start, span.end, span.text
-                home.spans.append(span)
-                break
-        else:
+        home = next((k for k in kept if not (span.start > k.end or span.end < k.start)), None)
+        if home is None:
             kept.append(_Kept(span.start, span.end, span.text, span.score, [span]))
+            continue
+        home.start, home.end = min(home.start, span.start), max(home.end, span.end)
+        home.text = doc.text[home.start : home.end]
+        home.spans.append(span)
+        kept.remove(home)
+        kept.append(home)
     return kept
 
 
-def _trimmed_unique(kept: list[_Kept]) -> list[_Kept]:
-    out: dict[str, _Kept] = {}
+def _trimmed(kept: list[_Kept]) -> list[_Kept]:
+    """Step 4: junk stripped from both ends (offsets follow); answers left empty are dropped."""
+    out = []
     for item in kept:
         i, j = trim_bounds(item.text)
-        if i >= j:
-            continue
-        text = item.text[i:j]
-        if text in out:
-            out[text].spans.extend(item.spans)
-            continue
-        out[text] = _Kept(item.start + i, item.end - (len(item.text) - j), text, item.score, list(item.spans))
+        if i < j:
+            out.append(_Kept(item.start + i, item.end - (len(item.text) - j), item.text[i:j], item.score, item.spans))
+    return out
+
+
+def _merged_by_text(kept: list[_Kept]) -> list[_Kept]:
+    """Step 5: a text inside a kept one is dropped into it; a kept text inside a new one takes the new text and
+    offsets; the first kept answer that matches decides."""
+    out: list[_Kept] = []
+    for item in kept:
+        for home in out:
+            if item.text in home.text:
+                home.spans.extend(item.spans)
+                break
+            if home.text in item.text:
+                home.start, home.end, home.text = item.start, item.end, item.text
+                home.spans.extend(item.spans)
+                break
+        else:
+            out.append(item)
+    return out
+
+
+def _unique(kept: list[_Kept]) -> list[_Kept]:
+    """Without merging: identical texts kept once, the first."""
+    out: dict[str, _Kept] = {}
+    for item in kept:
+        if item.text in out:
+            out[item.text].spans.extend(item.spans)
+        else:
+            out[item.text] = item
     return list(out.values())
 
 
@@ -120,15 +142,15 @@ def _bridge(spans: list[Span]) -> str | None:
 
 
 def _record(doc: Document, item: _Kept) -> Answer:
-    """The answer row: white space at the ends left out of its offsets and runs of it inside written as one space
-    (as every answer of the spreadsheet; the scores normalize white space anyway)."""
+    """The answer row: white space at the ends left out of its offsets and text (the released code strips each
+    answer), white space inside kept as the document has it."""
     first = item.spans[0]
     start = item.start + len(item.text) - len(item.text.lstrip())
     end = max(start, item.end - (len(item.text) - len(item.text.rstrip())))
     return Answer(
         doc_id=first.doc_id,
         question_id=first.question_id,
-        text=" ".join(item.text.split()),
+        text=item.text.strip(),
         stage="extractive",
         models=[first.model],
         score=item.score,
@@ -141,17 +163,18 @@ def _record(doc: Document, item: _Kept) -> Answer:
     )
 
 
-def released_answers(doc: Document, spans: list[Span], *, merge: bool = True) -> list[Answer]:
+def released_answers(doc: Document, spans: list[Span], *, merge: bool = True, read: int = READ) -> list[Answer]:
     """One model's answers to one question of one paper by the released code's rules (see the module's text).
 
-    ``spans`` is the model's raw top-k list in rank order, duplicates included.
+    ``spans`` is the model's raw list in rank order, as the question-answering pipeline returns it; only the
+    first ``read`` are used.
     """
-    spans = _score_filter(spans)
+    spans = _score_filter(spans[:read])
     if merge:
-        kept = _merged(doc, spans)
+        kept = _merged_by_text(_trimmed(_merged_by_location(doc, spans)))
     else:
-        kept = [_Kept(s.start, s.end, s.text, s.score, [s]) for s in spans]
-    return [_record(doc, item) for item in _trimmed_unique(kept)]
+        kept = _unique(_trimmed([_Kept(s.start, s.end, s.text, s.score, [s]) for s in spans]))
+    return [_record(doc, item) for item in kept]
 
 
 def union_of_models(answers_by_model: dict[str, list[Answer]]) -> list[Answer]:

@@ -105,8 +105,9 @@ def test_grown_answers_are_not_merged_again_with_each_other():
     text = "aaaa bbbb cccc dddd"
     first, second, bridge = at(0, 4, 0.9, text), at(10, 14, 0.8, text), at(3, 11, 0.7, text)
     answers = released_answers(doc(text), [first, second, bridge])
-    # The bridge grows the first only; the first now overlaps the second, but kept answers are not re-merged.
-    assert texts(answers) == ["aaaa bbbb c", "cccc"]
+    # The bridge grows the first only (which moves last); it now overlaps the second, but kept answers are not
+    # merged again by position.
+    assert texts(answers) == ["cccc", "aaaa bbbb c"]
 
 
 # -- 2. merging: text containment (case-sensitive substrings) --------------------------------------------
@@ -135,11 +136,11 @@ def test_containment_is_case_sensitive():
 def test_contained_text_is_dropped_and_recorded_in_the_kept_answer():
     long = sp("random forest models", 0.9)
     short = sp("forest and SVM", 0.5)  # first sentence: no overlap, and not a substring
-    inner = sp("forest models beat", 0.4)  # overlaps the first
-    tail = sp("forest", 0.3)  # first sentence's: overlaps the second kept answer, but the first contains it
-    answers = released_answers(doc(), [long, short, inner, tail])
-    assert texts(answers) == ["random forest models beat", "forest and SVM"]
-    assert [len(a.spans) for a in answers] == [3, 1]
+    inner = sp("forest models beat", 0.4)  # overlaps the first, which grows and moves last
+    far = sp("SVM", 0.2, occurrence=1)  # "the SVM baseline": no overlap, inside "forest and SVM"
+    answers = released_answers(doc(), [long, short, inner, far])
+    assert texts(answers) == ["forest and SVM", "random forest models beat"]
+    assert [len(a.spans) for a in answers] == [2, 2]
 
 
 def test_a_longer_text_replaces_the_kept_one_in_place_with_the_kept_score():
@@ -155,24 +156,87 @@ def test_a_longer_text_replaces_the_kept_one_in_place_with_the_kept_score():
     assert len(answers[1].spans) == 2
 
 
-def test_first_match_only_overlap_with_first_wins_over_containment_in_second():
-    text = "We used random forest and SVM. Later, random forest models won."
-    kept1 = sp("forest and", 0.9, text=text)
-    kept2 = sp("random forest models", 0.8, text=text)
-    new = sp("random forest", 0.7, text=text)  # first occurrence: overlaps kept1, is contained in kept2
-    answers = released_answers(doc(text), [kept1, kept2, new])
-    assert texts(answers) == ["random forest and", "random forest models"]
-    assert [len(a.spans) for a in answers] == [2, 1]
+# -- the order of the steps (each found in the released code's outputs, docs/reference.md) -----------------
 
 
-def test_first_match_only_containment_in_first_wins_over_overlap_with_second():
+def test_only_the_first_twenty_answers_are_read():
+    text = " ".join(f"w{i:02d}" for i in range(25))
+    spans = [sp(f"w{i:02d}", 0.9 - i / 100, text=text) for i in range(25)]
+    assert texts(released_answers(doc(text), spans)) == [f"w{i:02d}" for i in range(20)]
+    assert len(released_answers(doc(text), spans, read=30)) == 25
+    assert len(released_answers(doc(text), spans, merge=False)) == 20
+
+
+def test_a_grown_answer_moves_to_the_end_of_the_kept_list():
+    answers = released_answers(doc(), [sp("Random forest", 0.9), sp("SVM", 0.8), sp("forest and", 0.7)])
+    assert texts(answers) == ["SVM", "Random forest and"]
+    assert answers[1].score == 0.9
+
+
+def test_a_span_grows_the_first_answer_it_overlaps_in_the_kept_list_order():
+    text = "uncertain and chaotic contexts. In this study, the leader process"
+    a, lead, a2 = at(0, 30, 0.9, text), at(47, 65, 0.8, text), at(0, 21, 0.7, text)
+    bridge = at(14, 65, 0.6, text)  # overlaps both; "uncertain ... contexts" moved behind "the leader process"
+    answers = released_answers(doc(text), [a, lead, a2, bridge])
+    assert texts(answers) == ["uncertain and chaotic contexts", "chaotic contexts. In this study, the leader process"]
+
+
+def test_positions_merge_before_texts():
     text = "We used random forest and SVM. Later, random forest models won."
     kept1 = sp("random forest models", 0.9, text=text)
     kept2 = sp("forest and", 0.8, text=text)
-    new = sp("random forest", 0.7, text=text)  # contained in kept1, overlaps kept2: dropped, kept2 not grown
+    new = sp("random forest", 0.7, text=text)  # inside kept1's text, but overlaps kept2: kept2 grows
     answers = released_answers(doc(text), [kept1, kept2, new])
-    assert texts(answers) == ["random forest models", "forest and"]
-    assert [len(a.spans) for a in answers] == [2, 1]
+    assert texts(answers) == ["random forest models", "random forest and"]
+    assert [len(a.spans) for a in answers] == [1, 2]
+
+
+def test_an_answer_apart_from_another_is_swallowed_once_a_bridging_span_grows_it():
+    text = "three methods--neural networks (ANN), random forest and more"
+    first = at(0, 30, 0.9, text)  # "three methods--neural networks"
+    forest = at(38, 51, 0.8, text)  # "random forest": apart from the first
+    bridge = at(0, 51, 0.7, text)  # grows the first (first in the list) over "random forest"
+    answers = released_answers(doc(text), [first, forest, bridge])
+    # Positions: the grown first and "random forest" stay two answers; texts: the second is inside the first.
+    assert texts(answers) == ["three methods--neural networks (ANN), random forest"]
+    assert len(answers[0].spans) == 3
+
+
+def test_a_text_holding_two_kept_texts_replaces_only_the_first():
+    text = "nuances. 50 items. Later: models of 50 items, treated as nuances."
+    nuances, items = at(0, 7, 0.9, text), at(9, 17, 0.8, text)
+    models, treated = at(26, 44, 0.7, text), at(36, 64, 0.6, text)  # grown together by position
+    answers = released_answers(doc(text), [nuances, items, models, treated])
+    assert texts(answers) == ["models of 50 items, treated as nuances", "50 items"]
+    assert (answers[0].start, answers[0].score) == (26, 0.9)
+
+
+def test_texts_merge_in_the_kept_list_order():
+    text = "backprop algorithm here. an neural network there. an neural network backprop algorithm!"
+    spans = [sp("neural network backprop algorithm", 0.9, text=text),
+             sp("backprop algorithm", 0.8, text=text),
+             sp("neural network", 0.7, text=text),
+             sp("an neural network", 0.6, text=text),  # grows "neural network", already last
+             sp("an neural network backprop algorithm", 0.5, text=text)]  # grows the first, which moves last
+    # List order after positions: "backprop algorithm", "an neural network", "an neural network backprop
+    # algorithm"; the last takes the place of the first, and "an neural network" is never compared with it. In
+    # rank order, the longest would have swallowed both.
+    answers = released_answers(doc(text), spans)
+    assert texts(answers) == ["an neural network backprop algorithm", "an neural network"]
+    assert answers[0].score == 0.8
+
+
+def test_trimming_comes_before_text_merging():
+    text = "free courses (MOOCs) grew; MOOCs by using language processing"
+    paren = at(14, 20, 0.9, text)  # "MOOCs)": trimmed to "MOOCs", inside the later answer
+    later = at(27, 61, 0.8, text)
+    assert texts(released_answers(doc(text), [paren, later])) == ["MOOCs by using language processing"]
+
+
+def test_white_space_inside_an_answer_is_kept_and_its_ends_stripped():
+    text = "the lme4 package  in the R software"
+    answers = released_answers(doc(text), [at(0, 35, 0.9, text)])
+    assert texts(answers) == ["the lme4 package  in the R software"]
 
 
 # -- merge off ------------------------------------------------------------------------------------------
