@@ -405,7 +405,7 @@ class Pipeline:
         if unit.query.bridge_entity is not None and rules.per_entity:
             return per_entity_answers(unit.doc, spans, keep=rules.per_entity)
         if rules.rules == "released":
-            return released_answers(unit.doc, spans, merge=unit.question.merge)
+            return released_answers(unit.doc, spans, merge=unit.question.merge, read=rules.read)
         return merge_spans(unit.doc, spans, merge=unit.question.merge)
 
     def _normalize(self, level_units: list[_Normalizable], rows: list[Answer], result: RunResult) -> None:

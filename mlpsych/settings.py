@@ -90,6 +90,9 @@ class AnswerSettings(BaseModel):
     # only); None keeps every answer of the question's merging rules.
     per_entity: int | None = Field(default=3, ge=1)
     entity_case: Literal["casefold", "exact"] = "exact"  # how repeated bridge entities are told apart
+    # The released rules read only a model's first ``read`` raw spans (the released code reads 20 of the pipeline's
+    # 30); None reads all the question's ``top_k``.
+    read: int | None = Field(default=None, ge=1)
 
 
 class CascadeSettings(BaseModel):

@@ -7,7 +7,7 @@ in rank order (best score first, as the question-answering pipeline returns its 
 order (each step checked against the released code's outputs on the development papers: docs/reference.md,
 ``benchmarks/reference_equivalence.py --cases``):
 
-1. Cutoff: only the first ``top`` (20) answers are read.
+1. Cutoff: only the first ``read`` (20) answers are read.
 2. Score filter: an answer whose ``round(score, 5)`` is not above 0 is dropped, except the first of the list,
    which is always kept.
 3. Merging by location (when the question merges): each answer, in rank order, is compared with the answers
@@ -163,11 +163,12 @@ def _record(doc: Document, item: _Kept) -> Answer:
     )
 
 
-def released_answers(doc: Document, spans: list[Span], *, merge: bool = True, read: int = READ) -> list[Answer]:
+def released_answers(doc: Document, spans: list[Span], *, merge: bool = True, read: int | None = READ
+                     ) -> list[Answer]:
     """One model's answers to one question of one paper by the released code's rules (see the module's text).
 
     ``spans`` is the model's raw list in rank order, as the question-answering pipeline returns it; only the
-    first ``read`` are used.
+    first ``read`` are used (None: all).
     """
     spans = _score_filter(spans[:read])
     if merge:

@@ -90,7 +90,7 @@ def _plant(monkeypatch: pytest.MonkeyPatch, stage: str) -> None:
         wrap(Reader, "run", lambda self, doc, queries: doc.id)
         wrap(Reader, "run_many", lambda self, papers: POISON if any(d.id == POISON for d, _ in papers) else "")
     elif stage == "merging":
-        wrap(pipeline, "released_answers", lambda doc, spans, merge=True: doc.id)
+        wrap(pipeline, "released_answers", lambda doc, spans, merge=True, read=None: doc.id)
     elif stage == "generating":  # the LLM fails on a prompt made from the poisoned paper's answers
         wrap(CachedNormalizer, "run",
              lambda self, prompts: POISON if any("lasso" in p.lower() or "spss" in p.lower() for p in prompts) else "")
