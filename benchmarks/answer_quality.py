@@ -84,6 +84,10 @@ ARMS: dict[str, Arm] = {
                        deviation="a span found in two windows kept twice before the top-k cut"),
     "+top20": Arm("paper", FP32, {"q2": {"top_k": 20, "allow_empty": False, "merge": True}, "q3": {"top_k": 20}},
                   deviation="top 20 for every question, no null-score filter, q2 merged"),
+    "+same-text": Arm("paper", deep_update(FP32, {"reader": {"same_text": "summed"}, "answers": {"read": 20}}),
+                      {q: {"top_k": 30} for q in ("q1", "q2", "q3")},
+                      deviation="same texts summed over the top 30, the first 20 merged (transformers 4.57's "
+                                "pipeline, the released code)"),
     "+merging": Arm("paper", deep_update(FP32, {"answers": {"rules": "released"}}),
                     deviation="the released merging rules"),
     "+q4": Arm("paper", deep_update(FP32, {"answers": {"per_entity": 3, "entity_case": "exact"},

@@ -114,10 +114,12 @@ def test_reference_preset_sets_the_pipelines_reading_the_released_answers_and_te
     assert (r.max_length, r.stride, r.layout, r.max_answer_tokens, r.search, r.dtype) == (
         384, 128, "per_question", 15, "exhaustive", "fp32")
     assert r.snap_to_words and r.keep_blank_tokens and not r.dedupe and r.batch_size == 2  # others kept
-    assert (ref.answers.rules, ref.answers.models, ref.answers.per_entity) == ("released", "union", 3)
+    assert r.same_text == "summed" and ReaderSettings().same_text == "kept"
+    assert (ref.answers.rules, ref.answers.models, ref.answers.per_entity, ref.answers.read) == (
+        "released", "union", 3, 20)
     assert ref.retrieval.read == "all" and ref.max_sub_questions >= 1000
     assert {q.id: (q.top_k, q.merge, q.allow_empty) for q in new_q.questions} == {
-        "q1": (20, True, False), "q2": (20, True, False), "q3": (20, True, False), "q4": (5, False, False)}
+        "q1": (30, True, False), "q2": (30, True, False), "q3": (30, True, False), "q4": (5, False, False)}
     assert questions.get("q4").top_k == 5 and not questions.get("q2").allow_empty
     # the command line applies it as the library does, and an explicit flag still wins
     assert settings_from_args(_args(preset="reference"), questions) == (new_q, ref.model_copy(

@@ -4,7 +4,7 @@ with the no-answer option."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -29,6 +29,7 @@ class WindowCandidate:
     score: float  # probability as a QA pipeline reports it: p(start) * p(end) within the window
     null_score: float  # p(no answer) in that window
     window: int
+    rank: int = 0  # place among its window's candidates as decoded (best first where the search ranks them)
 
 
 @dataclass
@@ -52,7 +53,7 @@ class _WindowScores:
 
 
 def _candidate(s: int, e: int, score: float, scores: _WindowScores, offsets: Sequence[tuple[int, int]],
-               max_answer_tokens: int, window: int, pieces: np.ndarray | None) -> WindowCandidate | None:
+               max_answer_tokens: int, window: int, pieces: np.ndarray | None, rank: int) -> WindowCandidate | None:
     """The span of tokens ``s..e`` as a candidate, or None where it may not be one: it joins two passages of a
     packed window, covers no text, or is longer in characters than its tokens allow."""
     if pieces is not None and pieces[s] != pieces[e]:
@@ -60,7 +61,7 @@ def _candidate(s: int, e: int, score: float, scores: _WindowScores, offsets: Seq
     char_start, char_end = offsets[s][0], offsets[e][1]
     if char_end <= char_start or char_end - char_start > max_answer_tokens * MAX_CHARS_PER_TOKEN:
         return None
-    return WindowCandidate(char_start, char_end, score, scores.null_score, window)
+    return WindowCandidate(char_start, char_end, score, scores.null_score, window, rank)
 
 
 def decode_window(
@@ -93,7 +94,7 @@ def decode_window(
             if e < s or e - s + 1 > max_answer_tokens:
                 continue
             score = float(math.exp(scores.log_start[s] + scores.log_end[e]))
-            found = _candidate(s, e, score, scores, offsets, max_answer_tokens, window, pieces)
+            found = _candidate(s, e, score, scores, offsets, max_answer_tokens, window, pieces, len(candidates))
             if found is not None:
                 candidates.append(found)
     return candidates, scores.null_score
@@ -132,8 +133,8 @@ def decode_window_exhaustive(
     candidates = []
     for s, d in zip(*np.unravel_index(best, band.shape)):
         score = float(band[s, d])
-        found = _candidate(ctx[s], ctx[s + d], score, scores, offsets, max_answer_tokens, window, pieces) \
-            if score > 0.0 else None
+        found = _candidate(ctx[s], ctx[s + d], score, scores, offsets, max_answer_tokens, window, pieces,
+                           len(candidates)) if score > 0.0 else None
         if found is not None:
             candidates.append(found)
     return candidates, scores.null_score
@@ -161,8 +162,31 @@ def rank_candidates(
             if key not in best or c.score > best[key].score:
                 best[key] = c
         candidates = list(best.values())
-    ranked = sorted(candidates, key=lambda c: (-c.score, c.char_start, c.char_end))
+    ranked = sorted(candidates, key=lambda c: (-c.score, c.window, c.rank))  # ties in reading order, as the pipeline
     if allow_empty and null_scores:
         floor = min(null_scores) + null_threshold
         ranked = [c for c in ranked if c.score > floor]
     return ranked[:top_k]
+
+
+def window_candidates(top_k: int, same_text: str, snap_to_words: bool) -> int:
+    """Candidates searched per window for a question's ``top_k``: transformers 4.57's pipeline takes ``2 * top_k +
+    10`` when it snaps spans to words (several token pairs snap to one span, and summing same texts then needs them),
+    4.40's ``top_k``, which is all the ranked top k can use when nothing is summed."""
+    return 2 * top_k + 10 if same_text == "summed" and snap_to_words else top_k
+
+
+def summed_by_text(candidates: list[WindowCandidate], text: str) -> list[WindowCandidate]:
+    """Candidates of one question with the same text, ignoring case, made one, as transformers 4.57's
+    question-answering pipeline does: its score the sum of theirs, its offsets the first one's in reading order
+    (window, then place in the window). Summing again with more candidates gives the same as summing all at once,
+    so a question's candidates can be summed as windows are read."""
+    first: dict[str, WindowCandidate] = {}
+    total: dict[str, float] = {}
+    for c in sorted(candidates, key=lambda c: (c.window, c.rank)):
+        key = text[c.char_start : c.char_end].lower()
+        if key in first:
+            total[key] += c.score
+        else:
+            first[key], total[key] = c, c.score
+    return [replace(c, score=total[key]) for key, c in first.items()]

@@ -17,14 +17,21 @@ import numpy as np
 from mlpsych.answers import Span
 from mlpsych.documents import Document
 from mlpsych.models import free_memory, load_qa_model, load_tokenizer, pick_device, pick_dtype
-from mlpsych.reading.decode import WindowCandidate, decode_window, decode_window_exhaustive, rank_candidates
+from mlpsych.reading.decode import (
+    WindowCandidate,
+    decode_window,
+    decode_window_exhaustive,
+    rank_candidates,
+    summed_by_text,
+    window_candidates,
+)
 from mlpsych.reading.windows import EncodedDocument, Window, make_windows, pack_passages
 from mlpsych.settings import ReaderSettings
 
 log = logging.getLogger(__name__)
 
-# Span candidates kept per question while a paper is read (pruned to the best top_k beyond this), so memory
-# does not grow with the paper's length; pruning never changes the result (see ``rank_candidates``).
+# Span candidates kept per question while a paper is read (pruned to the best top_k beyond this, or, where same
+# texts are summed, summed), so memory does not grow with the paper's length; pruning never changes the result.
 CANDIDATES_KEPT = 2048
 # Papers whose tokenization is kept (and so at most read in one call): windows of several papers share batches.
 ENCODED_KEPT = 16
@@ -358,24 +365,34 @@ class Reader:
                 nulls[feature.job].append(null)
             for job in {inputs.feature.job for inputs in batch}:
                 if len(candidates[job]) > CANDIDATES_KEPT:  # only the best top_k spans can win: prune as we go
-                    top_k = papers[job[0]][1][job[1]].top_k
-                    candidates[job] = rank_candidates(candidates[job], [], top_k=top_k, allow_empty=False,
-                                                      dedupe=self.settings.dedupe)
+                    candidates[job] = self._pruned(candidates[job], papers[job[0]][0],
+                                                   papers[job[0]][1][job[1]].top_k)
         results: list[dict[int, list[Span]]] = [{} for _ in papers]
         for pi, qi in jobs:
             doc, query = papers[pi][0], papers[pi][1][qi]
+            found = candidates[(pi, qi)]
+            if self.settings.same_text == "summed":
+                found = summed_by_text(found, doc.text)
             ranked = rank_candidates(
-                candidates[(pi, qi)], nulls[(pi, qi)], top_k=query.top_k, allow_empty=query.allow_empty,
+                found, nulls[(pi, qi)], top_k=query.top_k, allow_empty=query.allow_empty,
                 null_threshold=self.settings.null_threshold, dedupe=self.settings.dedupe,
             )
             results[pi][qi] = [self._to_span(doc, query, c) for c in ranked]
         return results
 
+    def _pruned(self, found: list[WindowCandidate], doc: Document, top_k: int) -> list[WindowCandidate]:
+        """A question's candidates so far, fewer and with the same result: the best ``top_k``, or, where same texts
+        are summed (a span's final score depends on every window), one per text."""
+        if self.settings.same_text == "summed":
+            return summed_by_text(found, doc.text)
+        return rank_candidates(found, [], top_k=top_k, allow_empty=False, dedupe=self.settings.dedupe)
+
     def _decode(self, starts: np.ndarray, ends: np.ndarray, mask: np.ndarray, offsets: list[tuple[int, int]],
                 query: Query, window: int, pieces: np.ndarray | None) -> tuple[list[WindowCandidate], float]:
         """One window's spans by the settings' search: n-best starts x ends, or every pair as the pipeline."""
         if self.settings.search == "exhaustive":
-            return decode_window_exhaustive(starts, ends, mask, offsets, top_k=query.top_k,
+            top_k = window_candidates(query.top_k, self.settings.same_text, self.settings.snap_to_words)
+            return decode_window_exhaustive(starts, ends, mask, offsets, top_k=top_k,
                                             max_answer_tokens=query.max_answer_tokens, window=window, pieces=pieces)
         return decode_window(starts, ends, mask, offsets, n_best=self.settings.n_best,
                              max_answer_tokens=query.max_answer_tokens, window=window, pieces=pieces)

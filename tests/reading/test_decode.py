@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from mlpsych.reading.decode import MAX_CHARS_PER_TOKEN, WindowCandidate, decode_window, rank_candidates
+from mlpsych.reading.decode import (
+    MAX_CHARS_PER_TOKEN,
+    WindowCandidate,
+    decode_window,
+    rank_candidates,
+    summed_by_text,
+    window_candidates,
+)
 from mlpsych.reading.windows import make_windows, pack_passages
 
 NEG = -20.0
@@ -98,6 +105,51 @@ def test_span_seen_in_two_overlapping_windows_counts_once_with_best_score():
 def test_top_k_cuts_after_ranking_all_windows():
     cands = [WindowCandidate(i, i + 1, score=s, null_score=0.0, window=i % 3) for i, s in enumerate([0.1, 0.9, 0.5, 0.7])]
     assert [c.char_start for c in rank_candidates(cands, [0.0], top_k=2, allow_empty=False)] == [1, 3]
+
+
+def test_ties_rank_in_reading_order():
+    cands = [WindowCandidate(50, 55, 0.5, 0.0, window=2, rank=0), WindowCandidate(10, 15, 0.5, 0.0, window=1, rank=3),
+             WindowCandidate(20, 25, 0.5, 0.0, window=1, rank=1)]
+    assert [c.char_start for c in rank_candidates(cands, [], top_k=3, allow_empty=False, dedupe=False)] == [20, 10, 50]
+
+
+# -- same texts summed (transformers 4.57's question-answering pipeline) -----------------------------------
+
+SAME = "We used SVM. Then svm again, and SVM once more; random forest too."
+
+
+def _at(piece: str, occurrence: int, score: float, window: int, rank: int) -> WindowCandidate:
+    start = -1
+    for _ in range(occurrence + 1):
+        start = SAME.lower().index(piece.lower(), start + 1)
+    return WindowCandidate(start, start + len(piece), score, 0.0, window, rank)
+
+
+def test_same_texts_are_one_span_with_the_summed_score_and_the_first_offsets_in_reading_order():
+    late = _at("SVM", 2, 0.25, window=1, rank=0)  # best score, but read after the others
+    first = _at("SVM", 0, 0.125, window=0, rank=3)
+    lower = _at("svm", 1, 0.0625, window=0, rank=5)  # the same text ignoring case
+    snapped_twice = _at("SVM", 0, 0.03125, window=0, rank=4)  # two token pairs snapped to the same words
+    forest = _at("random forest", 0, 0.3, window=1, rank=1)
+    summed = summed_by_text([late, forest, lower, first, snapped_twice], SAME)
+    assert [(SAME[c.char_start:c.char_end], c.score) for c in summed] == [("SVM", 0.46875), ("random forest", 0.3)]
+    assert (summed[0].char_start, summed[0].window, summed[0].rank) == (first.char_start, 0, 3)
+    ranked = rank_candidates(summed, [], top_k=1, allow_empty=False, dedupe=False)
+    assert ranked[0].score == 0.46875  # the sum beats the single best span
+
+
+def test_summing_as_windows_are_read_gives_the_sum_of_all():
+    parts = [_at("SVM", 2, 0.25, 2, 0), _at("random forest", 0, 0.5, 0, 1), _at("SVM", 0, 0.125, 1, 0),
+             _at("svm", 1, 0.0625, 0, 2)]
+    at_once = summed_by_text(parts, SAME)
+    in_steps = summed_by_text(summed_by_text(parts[:2], SAME) + parts[2:], SAME)
+    assert sorted((c.char_start, c.score) for c in in_steps) == sorted((c.char_start, c.score) for c in at_once)
+
+
+def test_candidates_searched_per_window():
+    assert window_candidates(30, "summed", True) == 70  # the pipeline's 2 * top_k + 10 when it snaps to words
+    assert window_candidates(30, "summed", False) == 30
+    assert window_candidates(30, "kept", True) == 30
 
 
 def test_windows_overlap_by_stride_and_cover_everything():

@@ -1,6 +1,6 @@
 """The reader in the reference preset's settings reads as the transformers question-answering pipeline does: the
 same model inputs as the tokenizer's own question/context windows, spans snapped to its words, every pair searched,
-duplicates kept. (The pipeline itself runs in benchmarks/reference_equivalence.py, in a transformers 4 venv.)"""
+same texts summed (transformers 4.57) or kept (4.40). (The pipeline itself runs in benchmarks/reference_equivalence.py, in a transformers 4 venv.)"""
 
 from __future__ import annotations
 
@@ -73,11 +73,25 @@ def test_a_word_cut_by_the_window_is_snapped_to_its_part_inside():
 
 def test_duplicates_from_overlapping_windows_are_kept_and_the_length_bound_is_the_settings(tiny_models):
     doc = Document(id="d", text=TEXT)
-    kept = reference_reader(tiny_models["bert"]).run(doc, [Query("q1", QUESTION, 200, 15)])[0]
+    kept = reference_reader(tiny_models["bert"], same_text="kept").run(doc, [Query("q1", QUESTION, 200, 15)])[0]
     keys = [(s.start, s.end) for s in kept]
     assert len(set(keys)) < len(keys)  # the same span found in two windows, twice
-    deduped = reference_reader(tiny_models["bert"], dedupe=True).run(doc, [Query("q1", QUESTION, 200, 15)])[0]
+    deduped = reference_reader(tiny_models["bert"], same_text="kept", dedupe=True).run(
+        doc, [Query("q1", QUESTION, 200, 15)])[0]
     assert len({(s.start, s.end) for s in deduped}) == len(deduped)
+
+
+def test_same_texts_are_summed_into_one_span_as_the_pipeline_of_the_released_answers(tiny_models):
+    doc = Document(id="d", text=TEXT)
+    summed = reference_reader(tiny_models["bert"]).run(doc, [Query("q1", QUESTION, 30, 15)])[0]
+    kept = reference_reader(tiny_models["bert"], same_text="kept").run(doc, [Query("q1", QUESTION, 200, 15)])[0]
+    assert len(summed) == 30 and len({s.text.lower() for s in summed}) == 30
+    best_kept: dict[str, float] = {}
+    for s in kept:
+        best_kept[s.text.lower()] = max(best_kept.get(s.text.lower(), 0.0), s.score)
+    assert all(s.score >= best_kept.get(s.text.lower(), 0.0) - 1e-9 for s in summed)
+    assert any(s.score > best_kept.get(s.text.lower(), 0.0) * 1.5 for s in summed)  # found more than once
+    assert all(doc.text[s.start : s.end] == s.text for s in summed)
 
 
 def test_blank_tokens_are_kept_in_the_input(tiny_models):
