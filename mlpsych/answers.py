@@ -52,6 +52,7 @@ class Answer:
     spans: list[Span] = field(default_factory=list)
     ensemble: bool = False  # combined over several models (rather than one model's own list)
     final: bool = False  # part of the paper's answer in the spreadsheet (the rest is kept for evaluation)
+    confidence: float | None = None  # final answers: the calibrated probability a coder marks it correct
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -16,21 +16,23 @@ log = logging.getLogger(__name__)
 
 ANSWER_COLUMNS = [
     "paper_id", "source_file", "question_id", "question", "answer", "stage", "models", "ensemble", "final",
-    "score", "start", "end", "page", "evidence", "bridge_entity",
+    "score", "confidence", "start", "end", "page", "evidence", "bridge_entity",
 ]
 CODER_COLUMNS = ["correct", "corrected_answer", "notes"]  # filled in by a researcher; `mlpsych agree` reads them
 SEPARATOR = "; "
 
 
 def answer_rows(result: RunResult, *, final_only: bool = False) -> list[dict]:
-    """One dict per answer, in paper then question order; ``models`` is a list (joined by '+' in sheets)."""
+    """One dict per answer, in paper then question order, the surest first (confidence, then the reader's score);
+    ``models`` is a list (joined by '+' in sheets)."""
     sources = {d.id: d.source_path or "" for d in result.documents}
     order = {d.id: i for i, d in enumerate(result.documents)}
     q_order = {q.id: i for i, q in enumerate(result.questions.in_run_order())}
     q_text = {q.id: q.text for q in result.questions.questions}
     rows = []
     for a in sorted(result.answers, key=lambda a: (order.get(a.doc_id, 0), q_order.get(a.question_id, 0),
-                                                   a.bridge_entity or "", not a.final, -a.score)):
+                                                   a.bridge_entity or "", not a.final,
+                                                   -(a.confidence or 0.0), -a.score)):
         if final_only and not (a.final or a.stage == "ungrounded"):
             continue
         question = q_text.get(a.question_id, "")
@@ -44,7 +46,8 @@ def _answer_row(a: Answer, question: str, source_file: str) -> dict:
     return {
         "paper_id": a.doc_id, "source_file": source_file, "question_id": a.question_id,
         "question": question, "answer": a.text, "stage": a.stage, "models": list(a.models),
-        "ensemble": a.ensemble, "final": a.final, "score": float(f"{a.score:.4g}"), "start": a.start,
+        "ensemble": a.ensemble, "final": a.final, "score": float(f"{a.score:.4g}"), "confidence": a.confidence,
+        "start": a.start,
         "end": a.end, "page": a.page, "evidence": a.evidence, "bridge_entity": a.bridge_entity,
     }
 
@@ -177,8 +180,8 @@ def write_xlsx(result: RunResult, path: Path) -> None:
     wb.remove(wb.active)
     widths = {"answer": 40, "evidence": 80, "question": 40, "raw_output": 80, "value": 80, "status": 40,
               "papers": 60, "n_papers": 10, "n_mentions": 12, "paper_id": 28, "source_file": 30, "page": 8,
-              "score": 10, "start": 9, "end": 9, "final": 8, "ensemble": 10, "stage": 12, "question_id": 12,
-              "correct": 10, "corrected_answer": 40, "notes": 40}
+              "score": 10, "confidence": 11, "start": 9, "end": 9, "final": 8, "ensemble": 10, "stage": 12,
+              "question_id": 12, "correct": 10, "corrected_answer": 40, "notes": 40}
     for name, (header, rows) in sheets.items():
         ws = wb.create_sheet(name)
         ws.append(header)

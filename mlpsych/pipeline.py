@@ -569,9 +569,21 @@ class Pipeline:
                     rows.extend(unit_rows)
                     level_units.append(_Normalizable(unit, per_model, unit_rows))
             self._normalize(level_units, rows, result)
+        self._confidence(rows, docs, result)
         result.answers = rows
         result.info.update(self._info(started))
         return result
+
+    def _confidence(self, rows: list[Answer], docs: list[Document], result: RunResult) -> None:
+        """The confidence stage, after the answers are final: each final answer's calibrated probability that a
+        coder marks it correct (kept one call here, so it moves as one stage into the stage list)."""
+        from mlpsych.coding.confidence import Calibrator, add_confidence
+
+        calibrator = Calibrator.load(self.settings.answers.calibrator)
+        add_confidence(rows, {d.id: d.text for d in docs}, {q.id: q.kind for q in self.questions.questions},
+                       calibrator)
+        result.info["calibrator"] = self.settings.answers.calibrator or "default: " + calibrator.fitted_on.get(
+            "description", "development papers")
 
     def release(self) -> None:
         """Free every model kept loaded with ``keep_loaded``."""
@@ -581,6 +593,19 @@ class Pipeline:
             normalizer.release()
         self._readers.clear()
         self._normalizers.clear()
+
+    def _adapted(self) -> list[str]:
+        """The run sheet's line per reader written by ``mlpsych adapt``: what it was adapted on, for which questions
+        it answered here."""
+        from mlpsych.coding.adapt import describe_adapted
+
+        lines = []
+        for model in sorted({m for q in self.questions.questions for m in q.models}):
+            described = describe_adapted(model)
+            if described:
+                asked = [q.id for q in self.questions.questions if model in q.models]
+                lines.append(f"{model}: answered {', '.join(asked)}; {described}")
+        return lines
 
     @staticmethod
     def _gflops(model: str, tokens: int) -> float | None:
@@ -604,6 +629,7 @@ class Pipeline:
             "platform": platform.platform(),
             "questions": self.questions.source,
             "models": sorted({m for q in self.questions.questions for m in q.models}),
+            "adapted_readers": self._adapted(),
             "settings": self.settings.describe(),
             # "auto" differs between machines (bf16 where the CPU has it): what the readers ran in, to reproduce
             "reader_dtype": self.settings.reader.cache_fields()["dtype"],

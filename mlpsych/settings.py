@@ -98,6 +98,9 @@ class AnswerSettings(BaseModel):
     # The released rules read only a model's first ``read`` raw spans (the released code reads 20 of the pipeline's
     # 30); None reads all the question's ``top_k``.
     read: int | None = Field(default=None, ge=1)
+    # The confidence column's calibrator (a file of ``mlpsych calibrate``); None: the default shipped with mlpsych,
+    # fitted on the development papers (mlpsych.coding.confidence).
+    calibrator: str | None = None
 
 
 class CascadeSettings(BaseModel):

@@ -10,7 +10,7 @@ import sys
 from mlpsych.errors import UserError
 
 # Sub-command modules in the order data flows; each defines add_parser(subparsers) which sets func=run.
-COMMANDS = ("ingest", "run", "eval", "agree", "adapt", "dev")
+COMMANDS = ("ingest", "run", "eval", "agree", "calibrate", "adapt", "dev")
 
 
 

@@ -53,6 +53,12 @@ def add_parser(subparsers) -> None:
                    help="when retrieving, a small SQuAD2 reader (Hub id or folder) reads every window first and the "
                         "template's readers only where its answers weigh most (the fast preset's cascade); 'none' "
                         "turns the cascade off")
+    p.add_argument("--adapted", action="append", default=[], metavar="DIR",
+                   help="a reader written by `mlpsych adapt`: it answers every question it was adapted on, instead "
+                        "of the question file's models (repeatable)")
+    p.add_argument("--calibrator", default=None,
+                   help="confidence calibrator written by `mlpsych calibrate` (default: the one shipped, fitted on "
+                        "the development papers)")
     p.add_argument("--no-entity-anchor", action="store_true",
                    help="sub-questions score all windows instead of only those mentioning their entity")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
@@ -106,6 +112,8 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
     data["llm"]["enabled"] = not getattr(args, "no_normalize", False)
     if getattr(args, "no_entity_anchor", False):
         data["retrieval"]["entity_anchor"] = False
+    if getattr(args, "calibrator", None):
+        data["answers"]["calibrator"] = args.calibrator
     small = getattr(args, "small_reader", None)
     if small is not None:
         data["retrieval"]["cascade"]["model"] = None if small.lower() == "none" else small
@@ -120,6 +128,8 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
 
 def run(args: argparse.Namespace) -> int:
     from mlpsych.cli.ingest_cmd import ingest_from_args
+    from mlpsych.coding.adapt import AdaptError, use_adapted
+    from mlpsych.coding.confidence import Calibrator
     from mlpsych.engines import EngineError, get_engine
     from mlpsych.export import WRITERS, write_result
     from mlpsych.models import ModelLoadError
@@ -144,6 +154,14 @@ def run(args: argparse.Namespace) -> int:
         questions, settings = settings_from_args(args, questions)
     except ValueError as error:
         raise UserError(str(error).splitlines()[0]) from None
+    try:
+        questions = use_adapted(questions, args.adapted) if args.adapted else questions
+    except AdaptError as error:
+        raise UserError(str(error)) from None
+    try:
+        Calibrator.load(settings.answers.calibrator)  # a bad file fails now, not after the reading
+    except ValueError as error:
+        raise UserError(f"--calibrator: {error}") from None
     try:
         result = engine.run(questions, settings, documents, args.cache, progress=not args.no_progress)
     except ModelLoadError as error:

@@ -307,16 +307,55 @@ def _write_atomically(out_dir: Path, fitted, settings: TrainSettings, meta: dict
     shutil.rmtree(old, ignore_errors=True)
 
 
-def adapted_questions(reader_dir: str | Path) -> list[str] | None:
-    """The question ids a reader folder was adapted on, or None when it is not an adapted reader."""
+def adapted_meta(reader_dir: str | Path) -> dict | None:
+    """The ``adapted`` section of a reader folder's ``mlpsych_reader.json``, or None when it is not an adapted
+    reader (a Hub id, a plain reader folder, an unreadable file)."""
     import json
 
     meta_path = Path(reader_dir) / META_FILE
-    if not meta_path.is_file():
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else None
+    except (OSError, ValueError):
         return None
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    section = meta.get(ADAPTED_KEY)
-    return sorted(section["questions"]) if isinstance(section, dict) and "questions" in section else None
+    section = meta.get(ADAPTED_KEY) if isinstance(meta, dict) else None
+    if not isinstance(section, dict) or not isinstance(section.get("questions"), dict):
+        return None
+    return {**section, "written": meta.get("written")}
+
+
+def adapted_questions(reader_dir: str | Path) -> list[str] | None:
+    """The question ids a reader folder was adapted on, or None when it is not an adapted reader."""
+    section = adapted_meta(reader_dir)
+    return sorted(section["questions"]) if section else None
+
+
+def describe_adapted(reader_dir: str | Path) -> str | None:
+    """One line for the run sheet: what an adapted reader learnt from (None for any other model)."""
+    section = adapted_meta(reader_dir)
+    if section is None:
+        return None
+    source = section.get("source") or {}
+    coding = source.get("gold") or ", ".join(source.get("coded") or []) or "?"
+    return (f"adapted from {section.get('base_reader')} on {len(section.get('papers', []))} coded papers "
+            f"({coding}) for {', '.join(sorted(section['questions']))}, written {section.get('written')}")
+
+
+def use_adapted(questions: QuestionSet, readers: Sequence[str | Path]) -> QuestionSet:
+    """The questions with each adapted reader as the only model of every question it was adapted on (a later
+    reader wins a question two were adapted on). Raises AdaptError for a folder that is not an adapted reader or
+    was adapted on none of these questions."""
+    models: dict[str, str] = {}
+    for reader in readers:
+        adapted = adapted_questions(reader)
+        if adapted is None:
+            raise AdaptError(f"--adapted {reader}: not a reader folder written by `mlpsych adapt` (no "
+                             f"'{ADAPTED_KEY}' section in its {META_FILE})")
+        mine = [q for q in adapted if q in {t.id for t in questions.questions}]
+        if not mine:
+            raise AdaptError(f"--adapted {reader}: adapted on {', '.join(adapted)}, none of which this run asks")
+        models.update({q: str(reader) for q in mine})
+    return questions.model_copy(update={"questions": [
+        q.model_copy(update={"models": [models[q.id]]}) if q.id in models else q for q in questions.questions]})
 
 
 def summary_lines(result: AdaptResult) -> Sequence[str]:

@@ -226,7 +226,7 @@ def group_of(row: dict[str, Any]) -> str:
     return models[0] if models else "unknown"
 
 
-def _question_of(question_id: str, questions: Iterable[str]) -> str | None:
+def question_of(question_id: str, questions: Iterable[str]) -> str | None:
     """Map a row's question id to a gold question; sub-question ids like ``q4:forest`` map to ``q4``."""
     if question_id in questions:
         return question_id
@@ -308,7 +308,7 @@ def collect_predictions(
         if not paper:
             continue
         result.papers.add(paper)
-        question = _question_of(str(row.get("question_id") or "").strip(), questions)
+        question = question_of(str(row.get("question_id") or "").strip(), questions)
         if question is None:
             unknown_questions.add(str(row.get("question_id")))
             continue

@@ -16,12 +16,15 @@ from mlpsych.coding.adapt import (
     adapted_questions,
     build_records,
     passages,
+    use_adapted,
 )
+from mlpsych.cache import ResultCache
 from mlpsych.coding.coded import Coding, CodedSpan, coding_from_sheets
 from mlpsych.documents import Document
 from mlpsych.questions import load_question_set
 from mlpsych.reading.reader import Query, Reader
-from mlpsych.settings import ReaderSettings
+from mlpsych.pipeline import Pipeline
+from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
 
 from .conftest import PAPER_A, PAPER_B
 
@@ -99,6 +102,22 @@ def test_adapt_writes_a_reader_the_reader_loads_and_resumes(tmp_path: Path, code
     spans = Reader(str(out), ReaderSettings(device="cpu", dtype="fp32", stride=16)).run(
         Document("B", PAPER_B), [Query("q1", questions.get("q1").text, top_k=3, max_answer_tokens=10)])
     assert len(spans[0]) == 3 and all(PAPER_B[s.start:s.end] == s.text for s in spans[0])
+
+    # `run --adapted`: the reader answers the questions it was adapted on, and the run sheet says so
+    run_questions = use_adapted(questions.select(["q1", "q2", "q3"]), [out])
+    assert run_questions.get("q1").models == run_questions.get("q2").models == [str(out)]
+    assert run_questions.get("q3").models == questions.get("q3").models
+    only_adapted = run_questions.select(["q1", "q2"])
+    run_settings = RunSettings(reader=ReaderSettings(max_length=64, stride=16, question_tokens=24),
+                               llm=LLMSettings(enabled=False))
+    result = Pipeline(only_adapted, run_settings, ResultCache(tmp_path / "cache"), progress=False).run(
+        [Document("B", PAPER_B)])
+    line, = result.info["adapted_readers"]
+    assert line.startswith(f"{out}: answered q1, q2; adapted from {tiny_bert} on 1 coded papers")
+    with pytest.raises(AdaptError, match="not a reader folder written by `mlpsych adapt`"):
+        use_adapted(questions, [tiny_bert])
+    with pytest.raises(AdaptError, match="none of which this run asks"):
+        use_adapted(questions.select(["q3"]), [out])
 
 
 def test_refusals(tmp_path: Path, documents, questions, tiny_bert: Path):

@@ -1,0 +1,66 @@
+"""`mlpsych calibrate`: fit the confidence calibrator on a study's coded answers (or gold) for its later runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mlpsych.cli import UserError
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "calibrate", help="fit the confidence column's calibrator on coded answers (or gold)",
+        description="Fit the logistic calibrator behind the answers' confidence column on answers coders marked "
+                    "(--coded) or on a run scored against gold (--gold with --pred); `mlpsych run --calibrator "
+                    "FILE` then uses it instead of the default fitted on the development papers.")
+    p.add_argument("--texts", type=Path, required=True, help="the papers' texts (text.json, texts.jsonl or folder)")
+    p.add_argument("--out", type=Path, required=True, help="calibrator file to write (.json)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--coded", type=Path, nargs="+", metavar="SHEET", help="coded results sheets (.xlsx)")
+    source.add_argument("--gold", type=Path, help="gold answers in the `mlpsych eval --gold` format (needs --pred)")
+    p.add_argument("--pred", type=Path, default=None, help="with --gold: the run's .xlsx or .jsonl")
+    p.add_argument("--questions", default="mlpsych", help="question file of the run (the questions' kinds)")
+    p.add_argument("--unanswerable", default="q2", help="with --gold: questions whose absent papers have no answer")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mlpsych.cli.ingest_cmd import ingest_from_args
+    from mlpsych.coding import confidence as cf
+    from mlpsych.errors import EvalInputError, QuestionFileError
+    from mlpsych.evaluation import evaluate as ev
+    from mlpsych.questions import load_question_sets
+
+    if args.out.suffix.lower() != ".json":
+        raise UserError(f"--out {args.out}: a calibrator is a .json file")
+    if args.gold and not args.pred:
+        raise UserError("--gold needs --pred, the run whose answers the gold judges")
+    try:
+        questions = load_question_sets([n for n in args.questions.split(",") if n])
+    except QuestionFileError as error:
+        raise UserError(str(error)) from None
+    kinds = {q.id: q.kind for q in questions.questions}
+    texts = {d.id: d.text for d in ingest_from_args(args, args.texts) if d.ok}
+    try:
+        if args.gold:
+            gold = ev.load_gold(args.gold)
+            unanswerable = [q.strip() for q in args.unanswerable.split(",") if q.strip()]
+            rows = ev.load_predictions(args.pred)
+            x, y = cf.labelled(rows, texts, kinds, lambda row, item: cf.gold_label(item, gold, unanswerable))
+            fitted_on = {"gold": str(args.gold), "run": str(args.pred)}
+        else:
+            rows = [r for sheet in args.coded for r in ev.read_sheet(sheet, "answers")]
+            x, y = cf.labelled(rows, texts, kinds, lambda row, item: cf.sheet_label(row))
+            fitted_on = {"coded": [str(s) for s in args.coded]}
+    except EvalInputError as error:
+        raise UserError(str(error)) from None
+    try:
+        calibrator = cf.fit(x, y, fitted_on)
+    except ValueError as error:
+        raise UserError(f"{error}: code more answers first ({int(y.sum())} correct, {int(len(y) - y.sum())} "
+                        "wrong so far)") from None
+    calibrator.save(args.out)
+    print(f"in sample: {cf.report(calibrator.predict(x), y).line()}")
+    print(f"calibrator written to {args.out} (use it with `mlpsych run --calibrator {args.out}`)")
+    return 0

@@ -1,0 +1,271 @@
+"""Calibrated confidence: the probability that a coder marks an answer correct, so the least sure are checked first.
+
+A logistic model on what a run knows of each final answer (:data:`FEATURES`): the reader's score, the answer's rank
+and the number of answers in its list (paper, question, bridge entity), how many of the question's readers gave it,
+how often its text recurs in the paper, whether it is grounded in the paper, the question's kind and the answer's
+length. It is stored as JSON (weights, the features' means and scales, what it was fitted on): nothing is pickled.
+
+Labels come from coders (a coded sheet: marked correct = 1; marked wrong or corrected = 0) or from gold (an answer
+whose best word-overlap F1 with a gold answer of its paper and question reaches ``GOLD_F1``; a paper whose gold is
+empty makes every answer wrong). mlpsych ships a default fitted on the development papers
+(``default_calibrator.json``, how in its ``fitted_on``) until a study fits its own with ``mlpsych calibrate``.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from mlpsych.evaluation.metrics import token_f1
+
+FEATURES = ("score", "log_rank", "log_answers", "agreement", "log_recurrence", "grounded", "phrase", "log_words")
+GOLD_F1 = 0.5  # word-overlap F1 with a gold answer from which an answer counts as one a coder would accept
+DEFAULT_FILE = "default_calibrator.json"
+RECURRENCE_CAP = 50
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What the calibrator reads of one final answer (from a run's Answer or a results-sheet row)."""
+
+    paper_id: str
+    question_id: str
+    text: str
+    score: float
+    n_models: int
+    grounded: bool
+    bridge_entity: str | None = None
+
+
+def scored_from_row(row: dict[str, Any]) -> Scored:
+    """A results-sheet (or JSONL) answer row; ``models`` is a list or a "+"-joined string."""
+    from mlpsych.evaluation.evaluate import parse_models
+
+    start = row.get("start")
+    stage = str(row.get("stage") or "").strip().lower()
+    try:
+        score = float(row.get("score") or 0.0)
+    except (TypeError, ValueError):
+        score = 0.0
+    return Scored(str(row.get("paper_id") or "").strip(), str(row.get("question_id") or "").strip(),
+                  str(row.get("answer") or ""), score, max(1, len(parse_models(row.get("models")))),
+                  start not in (None, "") and stage != "ungrounded", str(row.get("bridge_entity") or "") or None)
+
+
+def recurrence(text: str, paper: str) -> int:
+    """How often the answer's text occurs in the paper (case and spacing aside), capped."""
+    words = text.split()
+    if not words:
+        return 0
+    pattern = r"\s+".join(re.escape(w) for w in words)
+    return min(RECURRENCE_CAP, sum(1 for _ in re.finditer(pattern, paper, flags=re.IGNORECASE)))
+
+
+def feature_matrix(items: Sequence[Scored], texts: dict[str, str], kinds: dict[str, str]) -> np.ndarray:
+    """One row of :data:`FEATURES` per answer. Ranks and list sizes are within (paper, question, bridge entity);
+    agreement is the share of the most readers any answer of that question had (1 for a single reader)."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    most: dict[str, int] = defaultdict(lambda: 1)
+    for i, item in enumerate(items):
+        groups[(item.paper_id, item.question_id, item.bridge_entity)].append(i)
+        most[item.question_id] = max(most[item.question_id], item.n_models)
+    rank = [0] * len(items)
+    size = [0] * len(items)
+    for members in groups.values():
+        for r, i in enumerate(sorted(members, key=lambda i: -items[i].score), start=1):
+            rank[i], size[i] = r, len(members)
+    rows = []
+    for i, item in enumerate(items):
+        rows.append([
+            item.score, math.log(rank[i]), math.log(size[i]), item.n_models / most[item.question_id],
+            math.log1p(recurrence(item.text, texts.get(item.paper_id, ""))), float(item.grounded),
+            float(kinds.get(item.question_id) == "phrase"), math.log1p(len(item.text.split())),
+        ])
+    return np.array(rows, dtype=float).reshape(len(items), len(FEATURES))
+
+
+@dataclass
+class Calibrator:
+    """A logistic model on standardized features; ``fitted_on`` says on what (shown in the run sheet)."""
+
+    weights: list[float]
+    intercept: float
+    mean: list[float]
+    scale: list[float]
+    fitted_on: dict
+    features: tuple[str, ...] = FEATURES
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        if x.shape[0] == 0:
+            return np.zeros(0)
+        z = (x - np.array(self.mean)) / np.array(self.scale)
+        return 1.0 / (1.0 + np.exp(-(z @ np.array(self.weights) + self.intercept)))
+
+    def to_json(self) -> str:
+        return json.dumps({"features": list(self.features), "weights": self.weights, "intercept": self.intercept,
+                           "mean": self.mean, "scale": self.scale, "fitted_on": self.fitted_on}, indent=1)
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(self.to_json(), encoding="utf-8")
+        partial.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "Calibrator":
+        """A calibrator file, or the shipped default (``path`` None). Raises ValueError for a file that is not one
+        (or was fitted on other features)."""
+        if path is None:
+            raw = importlib.resources.files("mlpsych.coding").joinpath(DEFAULT_FILE).read_text(encoding="utf-8")
+            source = DEFAULT_FILE
+        else:
+            try:
+                raw = Path(path).read_text(encoding="utf-8")
+            except OSError as error:
+                raise ValueError(f"calibrator {path}: {error.strerror or error}") from None
+            source = str(path)
+        try:
+            data = json.loads(raw)
+            if tuple(data["features"]) != FEATURES:
+                raise ValueError(f"fitted on features {data['features']}, this version uses {list(FEATURES)}")
+            return cls([float(w) for w in data["weights"]], float(data["intercept"]), list(data["mean"]),
+                       list(data["scale"]), dict(data.get("fitted_on") or {}))
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise ValueError(f"calibrator {source}: not a calibrator file ({error})") from None
+
+
+def fit(x: np.ndarray, y: Sequence[bool], fitted_on: dict, l2: float = 1.0, iterations: int = 50) -> Calibrator:
+    """Logistic regression by Newton steps with an L2 penalty ``l2`` on the weights (not the intercept), on
+    features standardized by their mean and spread (a constant feature gets scale 1)."""
+    y = np.asarray(y, dtype=float)
+    if len(y) == 0 or y.min() == y.max():
+        raise ValueError("a calibrator needs answers marked correct and answers marked wrong")
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    z = np.hstack([(x - mean) / scale, np.ones((len(y), 1))])
+    w = np.zeros(z.shape[1])
+    penalty = np.full(z.shape[1], l2)
+    penalty[-1] = 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(z @ w)))
+        gradient = z.T @ (y - p) - penalty * w
+        hessian = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty) + 1e-9 * np.eye(len(w))
+        step = np.linalg.solve(hessian, gradient)
+        w += step
+        if np.abs(step).max() < 1e-8:
+            break
+    return Calibrator([float(v) for v in w[:-1]], float(w[-1]), [float(v) for v in mean], [float(v) for v in scale],
+                      {**fitted_on, "answers": int(len(y)), "correct": int(y.sum())})
+
+
+def scored_from_answer(answer) -> Scored:
+    """A run's final :class:`~mlpsych.answers.Answer` as the calibrator reads it (as its sheet row would be)."""
+    return Scored(answer.doc_id, answer.question_id, answer.text, answer.score, max(1, len(answer.models)),
+                  answer.start is not None and answer.stage != "ungrounded", answer.bridge_entity)
+
+
+def add_confidence(answers: Sequence, texts: dict[str, str], kinds: dict[str, str], calibrator: Calibrator) -> None:
+    """The confidence stage: every final answer's ``confidence`` (the other rows are not shown to coders)."""
+    finals = [a for a in answers if a.final]
+    p = calibrator.predict(feature_matrix([scored_from_answer(a) for a in finals], texts, kinds))
+    for answer, value in zip(finals, p):
+        answer.confidence = round(float(value), 4)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Labels and how good a calibrator is
+# ----------------------------------------------------------------------------------------------------------
+
+
+def gold_label(item: Scored, gold: dict[str, dict[str, list[str]]], unanswerable: Sequence[str] = ("q2",),
+               anchor: str = "q1") -> bool | None:
+    """Whether a coder would accept the answer, judged by gold: best word-overlap F1 with a gold answer of its
+    paper and question reaching ``GOLD_F1``. None where the gold does not cover the paper for that question (the
+    dataset's rules: a paper of the ``anchor`` question absent from an ``unanswerable`` one has no answer)."""
+    from mlpsych.evaluation.evaluate import question_of
+
+    question = question_of(item.question_id, gold)
+    if question is None:
+        return None
+    answers = gold[question].get(item.paper_id)
+    if answers is None:
+        if question not in unanswerable or item.paper_id not in gold.get(anchor, {}):
+            return None
+        answers = []
+    return any(token_f1(g, item.text) >= GOLD_F1 for g in answers)
+
+
+def sheet_label(row: dict[str, Any]) -> bool | None:
+    """A coder's verdict on an answers-sheet row: marked correct and not corrected = True; marked wrong or
+    corrected = False; blank (or an answer the coder added) = None."""
+    from mlpsych.coding.coded import CODER_STAGE
+    from mlpsych.evaluation.agree import parse_code
+
+    if str(row.get("stage") or "").strip().lower() == CODER_STAGE:
+        return None
+    corrected = str(row.get("corrected_answer") or "").strip()
+    try:
+        mark = parse_code(row.get("correct"))
+    except ValueError:
+        return None
+    if corrected:
+        return False
+    return mark
+
+
+def labelled(rows: Sequence[dict[str, Any]], texts: dict[str, str], kinds: dict[str, str],
+             label) -> tuple[np.ndarray, np.ndarray]:
+    """Features and labels of the final answer rows that ``label`` (a :class:`Scored` or row -> bool | None)
+    has a verdict on; features are computed over all final rows, so ranks count the unlabelled answers too."""
+    from mlpsych.evaluation.evaluate import truthy
+
+    finals = [r for r in rows if truthy(r.get("final", True)) and str(r.get("answer") or "").strip()
+              and str(r.get("stage") or "").strip().lower() != "coder"]
+    items = [scored_from_row(r) for r in finals]
+    x = feature_matrix(items, texts, kinds)
+    verdicts = [label(r, item) for r, item in zip(finals, items)]
+    keep = [i for i, v in enumerate(verdicts) if v is not None]
+    return x[keep], np.array([verdicts[i] for i in keep], dtype=bool)
+
+
+@dataclass
+class CalibrationReport:
+    """Expected calibration error (10 equal-width bins), Brier score, and the share of wrong answers among the
+    least-sure ``review_share`` of the answers."""
+
+    answers: int
+    correct: int
+    ece: float
+    brier: float
+    review_share: float
+    wrong_found: float
+
+    def line(self) -> str:
+        return (f"{self.answers} answers ({self.correct} correct): calibration error {self.ece:.3f}, Brier "
+                f"{self.brier:.3f}; reviewing the least-sure {self.review_share:.0%} finds "
+                f"{self.wrong_found:.0%} of the wrong answers")
+
+
+def report(confidence: Iterable[float], labels: Iterable[bool], review_share: float = 0.3,
+           bins: int = 10) -> CalibrationReport:
+    p = np.asarray(list(confidence), dtype=float)
+    y = np.asarray(list(labels), dtype=float)
+    edges = np.minimum((p * bins).astype(int), bins - 1)
+    ece = sum(abs(p[edges == b].mean() - y[edges == b].mean()) * (edges == b).sum() for b in range(bins)
+              if (edges == b).any()) / max(1, len(p))
+    order = np.argsort(p, kind="stable")
+    reviewed = order[: math.ceil(review_share * len(p))]
+    wrong = (y == 0).sum()
+    found = float((y[reviewed] == 0).sum() / wrong) if wrong else float("nan")
+    return CalibrationReport(len(p), int(y.sum()), float(ece), float(np.mean((p - y) ** 2)) if len(p) else math.nan,
+                             review_share, found)

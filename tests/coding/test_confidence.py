@@ -1,0 +1,135 @@
+"""Calibrated confidence: features, the logistic fit and its JSON, labels, figures, and the pipeline's column."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from mlpsych.answers import Answer
+from mlpsych.coding import confidence as cf
+
+
+def test_features_rank_within_each_list_and_share_of_readers():
+    items = [cf.Scored("A", "q1", "random forests", 0.2, 2, True),
+             cf.Scored("A", "q1", "SVM", 0.9, 1, True),
+             cf.Scored("A", "q3", "to predict dropout", 0.5, 1, False),
+             cf.Scored("B", "q1", "lasso", 0.1, 1, True)]
+    texts = {"A": "random forests, Random  forests and SVM.", "B": "lasso"}
+    x = cf.feature_matrix(items, texts, {"q3": "phrase"})
+    col = {name: x[:, i] for i, name in enumerate(cf.FEATURES)}
+    assert list(np.exp(col["log_rank"])) == pytest.approx([2, 1, 1, 1])
+    assert list(np.exp(col["log_answers"])) == pytest.approx([2, 2, 1, 1])
+    assert list(col["agreement"]) == [1.0, 0.5, 1.0, 0.5]  # q1's most readers on one answer: 2
+    assert list(np.expm1(col["log_recurrence"])) == pytest.approx([2, 1, 0, 1])
+    assert list(col["grounded"]) == [1, 1, 0, 1] and list(col["phrase"]) == [0, 0, 1, 0]
+
+
+def test_fit_learns_the_direction_and_round_trips_as_json(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, len(cf.FEATURES)))
+    y = rng.random(400) < 1 / (1 + np.exp(-(2 * x[:, 0] - 1)))
+    calibrator = cf.fit(x, y, {"description": "synthetic"})
+    assert calibrator.weights[0] > 1.0 and all(abs(w) < 0.5 for w in calibrator.weights[1:])
+    assert calibrator.fitted_on == {"description": "synthetic", "answers": 400, "correct": int(y.sum())}
+    path = tmp_path / "c.json"
+    calibrator.save(path)
+    assert json.loads(path.read_text())["features"] == list(cf.FEATURES)  # JSON, nothing pickled
+    again = cf.Calibrator.load(path)
+    assert np.allclose(again.predict(x), calibrator.predict(x))
+    p = calibrator.predict(x)
+    assert abs(p.mean() - y.mean()) < 0.01  # a logistic fit with an intercept matches the base rate
+    with pytest.raises(ValueError, match="correct and answers marked wrong"):
+        cf.fit(x[:3], [True, True, True], {})
+
+
+def test_bad_calibrator_files_are_refused(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(ValueError, match="not a calibrator file"):
+        cf.Calibrator.load(bad)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"features": ["score"], "weights": [1], "intercept": 0, "mean": [0], "scale": [1]}))
+    with pytest.raises(ValueError, match="fitted on features"):
+        cf.Calibrator.load(other)
+    with pytest.raises(ValueError, match="missing.json"):
+        cf.Calibrator.load(tmp_path / "missing.json")
+
+
+def test_report_by_hand():
+    r = cf.report([0.1, 0.2, 0.8, 0.9], [False, True, True, True], review_share=0.25)
+    # bins: 0.1 (acc 0), 0.2 (acc 1), 0.8 (1), 0.9 (1): |0.1-0| + |0.2-1| + |0.8-1| + |0.9-1| over 4
+    assert r.ece == pytest.approx((0.1 + 0.8 + 0.2 + 0.1) / 4)
+    assert r.brier == pytest.approx((0.01 + 0.64 + 0.04 + 0.01) / 4)
+    assert r.wrong_found == 1.0 and r.answers == 4 and r.correct == 3
+    assert math.isnan(cf.report([0.5], [True]).wrong_found)
+
+
+def test_labels_from_gold_and_from_coders():
+    gold = {"q1": {"A": ["random forests (RF)"], "B": ["lasso"]}, "q2": {"A": ["caret"]}, "q3": {"A": ["x"]}}
+    label = lambda q, paper, text: cf.gold_label(cf.Scored(paper, q, text, 0, 1, True), gold)  # noqa: E731
+    assert label("q1", "A", "random forests") is True  # F1 0.8
+    assert label("q1", "A", "forests of the study area and more") is False
+    assert label("q2", "B", "gensim") is False  # B is a development paper without software
+    assert label("q3", "B", "anything") is None  # B was not annotated for q3
+    assert label("q4:forests", "A", "x") is None
+    assert cf.sheet_label({"correct": "yes"}) is True
+    assert cf.sheet_label({"correct": "no"}) is False
+    assert cf.sheet_label({"correct": "yes", "corrected_answer": "better"}) is False
+    assert cf.sheet_label({"correct": None}) is None
+    assert cf.sheet_label({"correct": "yes", "stage": "coder"}) is None
+
+
+def test_the_shipped_default_gives_final_answers_a_probability():
+    calibrator = cf.Calibrator.load()
+    assert "development papers" in calibrator.fitted_on["description"] and calibrator.fitted_on["answers"] > 100
+    answers = [Answer("A", "q1", "random forests", "extractive", ["m"], 0.9, 0, 14, final=True),
+               Answer("A", "q1", "trees", "extractive", ["m"], 0.1, 20, 25, final=True),
+               Answer("A", "q1", "x", "extractive", ["m"], 0.1, 0, 1)]
+    cf.add_confidence(answers, {"A": "random forests and trees"}, {}, calibrator)
+    assert all(0 < a.confidence < 1 for a in answers[:2]) and answers[2].confidence is None
+    assert answers[0].confidence != answers[1].confidence
+
+
+@pytest.mark.slow
+def test_run_sheet_has_the_confidence_column_sorted(tiny_questions, tmp_path):
+    from mlpsych.cache import ResultCache
+    from mlpsych.documents import Document
+    from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.export import write_result
+    from mlpsych.pipeline import Pipeline
+    from mlpsych.questions import load_question_set
+    from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
+
+    text = "We used random forests and support vector machines in R with caret to predict burnout. " * 6
+    settings = RunSettings(reader=ReaderSettings(max_length=128, stride=32, batch_size=8, question_tokens=32),
+                           llm=LLMSettings(enabled=False), max_sub_questions=2)
+    qs = load_question_set(tiny_questions).select(["q1", "q3"])
+    result = Pipeline(qs, settings, ResultCache(tmp_path / "cache"), progress=False).run([Document("a", text)])
+    assert result.info["calibrator"].startswith("default: 34 development papers")
+    write_result(result, tmp_path / "out.xlsx")
+    rows = read_sheet(tmp_path / "out.xlsx", "answers")
+    assert rows and all(0 < r["confidence"] < 1 for r in rows)
+    for question in ("q1", "q3"):
+        values = [r["confidence"] for r in rows if r["question_id"] == question]
+        assert values == sorted(values, reverse=True)
+
+
+def test_calibrate_command_on_a_coded_sheet(tmp_path, coded_sheet, capsys):
+    from mlpsych.cli import main
+
+    from .conftest import PAPER_A, PAPER_B
+
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in (("A", PAPER_A), ("B", PAPER_B))))
+    out = tmp_path / "study.json"
+    assert main(["calibrate", "--texts", str(texts), "--out", str(out), "--coded", str(coded_sheet)]) == 0
+    calibrator = cf.Calibrator.load(out)
+    assert calibrator.fitted_on["answers"] == 5 and calibrator.fitted_on["correct"] == 2  # the added row is not
+    assert "5 answers (2 correct)" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    assert main(["run", str(texts), "--calibrator", str(bad), "--out", str(tmp_path / "r.xlsx")]) == 2
+    assert "--calibrator: calibrator" in capsys.readouterr().err
