@@ -36,6 +36,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -45,6 +46,13 @@ from pdf_toolchains import TOOLCHAINS, missing_tool  # noqa: E402  (benchmarks/ 
 
 from mlpsych.dev.synth import SynthPaper, add_citations, fake_reference, paragraphs_from_text  # noqa: E402
 from mlpsych.ingest import CleaningOptions, load_documents  # noqa: E402
+from mlpsych.ingest.base import Line  # noqa: E402
+from mlpsych.ingest.clean import CleanResult, clean_pages  # noqa: E402
+from mlpsych.ingest.margins import find_notices  # noqa: E402
+from mlpsych.ingest.pdf import extract_pdf, page_count  # noqa: E402
+from mlpsych.ingest.statforms import check_statistics  # noqa: E402
+from mlpsych.ingest.textnorm import TextReport, normalize_lines  # noqa: E402
+from mlpsych.ingest.tika import extract_many as tika_extract_many  # noqa: E402
 from mlpsych.ingest.tika import find_tika_jar  # noqa: E402
 
 TEI = "{http://www.tei-c.org/ns/1.0}"
@@ -160,23 +168,108 @@ def ngrams(text: str, n: int = 8) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
-def score_real(documents, realpdfs: Path) -> dict[str, float]:
-    recalls, leaks = [], []
-    for document in documents:
-        tei = realpdfs / f"{Path(document.source_path).stem}.tei.xml"
-        if not tei.is_file() or not document.ok:
-            continue
+@dataclass
+class RealScore:
+    """One real PDF read by one backend and cleaned one way (None: no TEI for that paper)."""
+
+    paper: str
+    body_recall: float | None
+    reference_leak: float | None
+    stats_expected: int  # distinct statistic forms of the raw text whose operator and number survive
+    stats_kept: int  # of those, found as printed
+    stats_missing: list[str]
+    stamps: int  # download/copyright notices and lines repeated on many pages still in the text
+    doubled_hyphens: int  # runs of two or more hyphen characters ("cross--fostered", "B = -- 0.059")
+
+
+_HYPHEN_RUN = re.compile("[-\u00ad\u2010\u2011]{2,}")
+_WORDS = re.compile(r"[A-Za-z]{2,}")
+
+
+def _running_stamps(raw_pages: list[list[Line]]) -> list[tuple[int, str]]:
+    """(page, line) of every line whose text (digits aside) recurs on at least 40% of the pages (3 or more) and
+    has two words or more: running heads, article stamps, footer notices."""
+    keys: list[set[str]] = [{re.sub(r"\d+", "#", spaces(ln.text)) for ln in page} for page in raw_pages]
+    counts: dict[str, int] = {}
+    for page_keys in keys:
+        for key in page_keys:
+            counts[key] = counts.get(key, 0) + 1
+    limit = max(3, 0.4 * len(raw_pages))
+    stamps = {key for key, n in counts.items() if n >= limit and len(_WORDS.findall(key)) >= 2}
+    return [(p, spaces(ln.text)) for p, page in enumerate(raw_pages) for ln in page
+            if re.sub(r"\d+", "#", spaces(ln.text)) in stamps]
+
+
+def count_stamps(raw_pages: list[list[Line]], cleaned: CleanResult) -> int:
+    """Notices (download, copyright, personal use) anywhere in the cleaned text, and running stamps of the raw
+    extraction still on their page of the cleaned text as printed (spacing aside)."""
+    notices = len(find_notices(cleaned.text))
+    left = 0
+    for page, line in _running_stamps(raw_pages):
+        start, end = cleaned.pages[page]
+        left += line in spaces(cleaned.text[start:end])
+    return notices + left
+
+
+def score_real(name: str, raw_pages: list[list[Line]], cleaned: CleanResult, raw_text: str,
+               realpdfs: Path) -> RealScore:
+    """Body recall and reference leak against GROBID's TEI (when there is one), statistics, stamps and hyphens."""
+    recall = leak = None
+    tei = realpdfs / f"{name}.tei.xml"
+    if tei.is_file():
         paragraphs, titles = tei_reference(tei)
         want = ngrams(" ".join(paragraphs))
-        have = ngrams(document.text)
-        recalls.append(len(want & have) / len(want) if want else 0.0)
-        flat = squash(document.text)
-        leaks.append(sum(squash(t) in flat for t in titles) / len(titles) if titles else 0.0)
-    return {
-        "body_8gram_recall": sum(recalls) / len(recalls) if recalls else float("nan"),
-        "reference_title_leak": sum(leaks) / len(leaks) if leaks else float("nan"),
-        "papers_with_tei": len(recalls),
-    }
+        recall = len(want & ngrams(cleaned.text)) / len(want) if want else 0.0
+        flat = squash(cleaned.text)
+        leak = sum(squash(t) in flat for t in titles) / len(titles) if titles else 0.0
+    check = check_statistics(raw_text, cleaned.text)
+    return RealScore(name, recall, leak, len(check.expected), check.kept, check.missing,
+                     count_stamps(raw_pages, cleaned), len(_HYPHEN_RUN.findall(cleaned.text)))
+
+
+def extract_real(pdfs: list[Path], backend: str) -> tuple[dict[str, list[list[Line]]], float]:
+    """Each PDF's normalized lines from one backend (pdfium, or Tika in one batch), and the seconds it took."""
+    start = time.perf_counter()
+    if backend == "tika":
+        results = {path: result for path, result in tika_extract_many(pdfs, progress=False).items()
+                   if not isinstance(result, Exception)}
+    else:
+        results = {path: extract_pdf(path) for path in pdfs}
+    pages = {path.stem: normalize_lines(result.pages, TextReport()) for path, result in results.items()}
+    return pages, time.perf_counter() - start
+
+
+def run_real(realpdfs: Path, backends: list[str], configs: list[tuple[str, str, CleaningOptions]]) -> None:
+    """Per backend: each real PDF extracted once, cleaned each configured way, scored per paper and on average."""
+    pdfs = sorted(realpdfs.glob("*.pdf"))
+    n_pages = sum(page_count(p) for p in pdfs)
+    for backend in backends:
+        lines, extract_seconds = extract_real(pdfs, backend)
+        raw_text = {name: clean_pages(pages, CleaningOptions.off()).text for name, pages in lines.items()}
+        print(f"\nreal PDFs, {backend} ({len(lines)} of {len(pdfs)} PDFs, {n_pages} pages; extraction "
+              f"{extract_seconds / max(n_pages, 1):.3f} s/page)")
+        print(f"{'config':<18} {'paper':<24} {'body rec':>8} {'ref leak':>8} {'stats kept':>11} {'stamps':>6} "
+              f"{'--':>4}")
+        for config, config_backend, cleaning in configs:
+            if config_backend != backend:
+                continue
+            start = time.perf_counter()
+            scores = [score_real(name, pages, clean_pages(pages, cleaning), raw_text[name], realpdfs)
+                      for name, pages in sorted(lines.items())]
+            seconds = time.perf_counter() - start
+            for s in scores:
+                recall = "-" if s.body_recall is None else f"{s.body_recall:.3f}"
+                leak = "-" if s.reference_leak is None else f"{s.reference_leak:.3f}"
+                print(f"{config:<18} {s.paper:<24} {recall:>8} {leak:>8} {s.stats_kept:>5}/{s.stats_expected:<5} "
+                      f"{s.stamps:>6} {s.doubled_hyphens:>4}" + (f"   missing: {s.stats_missing[:4]}"
+                                                                 if s.stats_missing else ""))
+            with_tei = [s for s in scores if s.body_recall is not None]
+            mean = lambda values: sum(values) / len(values) if values else float("nan")  # noqa: E731
+            print(f"{config:<18} {'MEAN / TOTAL':<24} {mean([s.body_recall for s in with_tei]):>8.3f} "
+                  f"{mean([s.reference_leak for s in with_tei]):>8.3f} "
+                  f"{sum(s.stats_kept for s in scores):>5}/{sum(s.stats_expected for s in scores):<5} "
+                  f"{sum(s.stamps for s in scores):>6} {sum(s.doubled_hyphens for s in scores):>4}   "
+                  f"({len(with_tei)} with TEI; cleaning {seconds / max(n_pages, 1):.3f} s/page)")
 
 
 # ----------------------------------------------------------------------------------------------------------- main
@@ -259,16 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         for toolchain in args.toolchains.split(","):
             run_toolchain(toolchain.strip(), sources, papers, ligatures, gold, configs, args.keep)
     if args.realpdfs:
-        pdfs = sorted(args.realpdfs.glob("*.pdf"))
-        print(f"\n{'real PDFs':<16} {'body 8-gram recall':>19} {'ref-title leak':>15} {'s/page':>8}")
-        from mlpsych.ingest.pdf import page_count
-
-        pages = sum(page_count(p) for p in pdfs)
-        for name, backend, cleaning in configs:
-            documents, seconds = run_backend(pdfs, backend, cleaning)
-            m = score_real(documents, args.realpdfs)
-            print(f"{name:<16} {m['body_8gram_recall']:>19.3f} {m['reference_title_leak']:>15.3f} "
-                  f"{seconds / max(pages, 1):>8.3f}   ({m['papers_with_tei']} with TEI, {len(pdfs)} PDFs)")
+        backends = [b for b in ("pdfium", "tika") if any(c[1] == b for c in configs)]
+        run_real(args.realpdfs, backends, configs)
     if not args.mlpsych and not args.realpdfs:
         parser.error("give --mlpsych and/or --realpdfs")
     return 0

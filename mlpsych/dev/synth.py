@@ -37,6 +37,8 @@ class SynthPaper:
     references: list[str] = field(default_factory=list)
     captions: dict[int, str] = field(default_factory=dict)  # paragraph index -> caption placed after it
     headings: dict[int, str] = field(default_factory=dict)  # paragraph index -> heading placed before it
+    margin_notes: list[str] = field(default_factory=list)  # printed up the left margin of every page (a notice)
+    foot_stamp: str = ""  # printed at the foot of every page, under the page number (a repository stamp)
 
 
 @dataclass
@@ -226,10 +228,20 @@ def render_pdf(
         str(path), pagesize=letter, leftMargin=margin, rightMargin=margin, topMargin=margin, bottomMargin=margin,
         title=paper.title, author="mlpsych synth", encrypt=encrypt_password,
     )
+    def stamp(canvas, doc) -> None:  # noqa: ANN001 - drawn after the page's text, as a publisher's overlay is
+        canvas.saveState()
+        canvas.setFont(font, 7)
+        if paper.foot_stamp:
+            canvas.drawCentredString(width / 2, margin - 36, paper.foot_stamp)
+        canvas.rotate(90)
+        for k, note in enumerate(paper.margin_notes):
+            canvas.drawString(margin + 40, -(margin / 2 - 12 + 9 * k), note)
+        canvas.restoreState()
+
     doc.addPageTemplates(
         [
-            PageTemplate(id="first", frames=first_frames, onPage=decorate),
-            PageTemplate(id="later", frames=column_frames(content_top), onPage=decorate),
+            PageTemplate(id="first", frames=first_frames, onPage=decorate, onPageEnd=stamp),
+            PageTemplate(id="later", frames=column_frames(content_top), onPage=decorate, onPageEnd=stamp),
         ]
     )
     story = [Paragraph(_markup(paper.title, font, False), title), NextPageTemplate("later"), FrameBreak()]
@@ -244,7 +256,8 @@ def render_pdf(
         story.extend(Paragraph(_markup(ref, font, False), ref_style) for ref in paper.references)
     with _utf16_to_unicode_maps({ord(char): claim for char, claim in (claims or {}).items()}):
         doc.build(story)
-    boilerplate = [f"{paper.journal} 2024, Vol. 12(3)", paper.short_title, *notes[: doc.page]]
+    boilerplate = [f"{paper.journal} 2024, Vol. 12(3)", paper.short_title, *notes[: doc.page], *paper.margin_notes]
+    boilerplate += [paper.foot_stamp] if paper.foot_stamp else []
     boilerplate += list(paper.captions.values()) + list(paper.references)
     return RenderInfo(n_pages=doc.page, boilerplate=boilerplate)
 

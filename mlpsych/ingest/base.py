@@ -14,6 +14,8 @@ class Line:
     median font size in points, ``x0``/``x1`` the horizontal extent as fractions of the page width; backends that
     know no geometry (Tika) leave them ``None`` and the cleaner falls back to line order.
     ``para_break`` marks a line that starts a new paragraph (a blank line or a block boundary in the source).
+    ``rotated`` marks a line set at an angle (a margin stamp printed upwards, an axis label, a landscape table);
+    only pdfium knows it.
     """
 
     text: str
@@ -23,6 +25,7 @@ class Line:
     x0: float | None = None
     x1: float | None = None
     para_break: bool = False
+    rotated: bool = False
 
 
 @dataclass

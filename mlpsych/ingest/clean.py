@@ -4,7 +4,7 @@ The paper this toolkit follows cleaned its Tika output by hand (headers, footnot
 citations, two-column order). A researcher with 200 PDFs cannot, so each of those steps is a rule here, each can be
 switched off, and each reports what it removed (``Document.meta["cleaning"]``) so a surprising result can be traced.
 
-Line-level steps (headers, footnotes, captions, references) drop whole lines, which keeps the page of every
+Line-level steps (margins, headers, footnotes, captions, references) drop lines or cut pieces out of them, which keeps the page of every
 remaining character known; the text is then assembled (joining hyphenated line ends) while recording where each
 page starts; character-level steps (citations) go through :func:`apply_edits`, which moves the page ranges along.
 """
@@ -17,10 +17,11 @@ import statistics
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from mlpsych.ingest.base import Line
+from mlpsych.ingest.margins import line_key, remove_margins, zone_indices
 from mlpsych.ingest.statforms import protected_spans, without_overlaps
 
 # Step names accepted by --no-clean (aliases map the words of the issue onto the steps).
@@ -35,6 +36,8 @@ _ALIASES = {
     "refs": "references",
     "reading-order": "columns",
     "two-column": "columns",
+    "stamps": "margins",
+    "notices": "margins",
 }
 
 
@@ -44,6 +47,7 @@ class CleaningOptions:
 
     unicode: bool = True  # ligatures, soft hyphens, odd spaces and quotes normalized (NFKC)
     hyphenation: bool = True  # words broken across line ends re-joined
+    margins: bool = True  # margin/overlay text: rotated or beside the text block, download notices, page stamps
     headers: bool = True  # running headers/footers (lines repeated across pages) and page numbers dropped
     footnotes: bool = True  # small-font blocks at the foot of a page dropped (needs font sizes: pdfium backend)
     captions: bool = True  # "Figure 2. ..." / "Table 1: ..." caption lines dropped
@@ -151,43 +155,27 @@ _PAGE_NUMBER = re.compile(
 _ZONE = 3  # lines at the top and at the bottom of a page that may be running headers/footers
 
 
-_EDGE_NUMBER = re.compile(r"^\W*\d+(?:\s*(?:/|of)\s*\d+)?|(?:\d+\s*(?:/|of)\s*)?\d+\W*$", re.IGNORECASE)
-
-
-def _line_key(text: str) -> str:
-    """Comparable form of a header line: case, spacing and a page number at either end ignored."""
-    return re.sub(r"[\W_]+", "", _EDGE_NUMBER.sub("#", text.strip()).lower().replace("#", "0"))
-
-
-def _zone_indices(page: list[Line], size: int) -> list[int]:
-    """Indices of the first and last ``size`` lines of a page, by position when known, else by order."""
-    order = list(range(len(page)))
-    if page and all(line.y is not None for line in page):
-        order.sort(key=lambda i: page[i].y)  # type: ignore[arg-type,return-value]
-    return sorted(set(order[:size] + order[-size:]))
-
-
 def remove_running_lines(pages: list[list[Line]]) -> tuple[list[list[Line]], dict[str, Any]]:
     """Drop lines repeated at the top/bottom of many pages (journal name, running title) and bare page numbers."""
     n_pages = len(pages)
     threshold = max(2, round(0.25 * n_pages))
     counts: Counter[str] = Counter()
     for page in pages:
-        counts.update({_line_key(page[i].text) for i in _zone_indices(page, _ZONE)} - {"", "0"})
+        counts.update({line_key(page[i].text) for i in zone_indices(page, _ZONE)} - {"", "0"})
     repeated = {key for key, count in counts.items() if count >= threshold} if n_pages >= 2 else set()
     removed_running = removed_numbers = 0
     samples: list[str] = []
     out: list[list[Line]] = []
     for page in pages:
         drop: set[int] = set()
-        for i in _zone_indices(page, _ZONE):
+        for i in zone_indices(page, _ZONE):
             text = page[i].text
-            if _line_key(text) in repeated:
+            if line_key(text) in repeated:
                 drop.add(i)
                 removed_running += 1
                 if len(samples) < 5 and text.strip() not in samples:
                     samples.append(text.strip())
-            elif i in _zone_indices(page, 2) and _PAGE_NUMBER.match(text):
+            elif i in zone_indices(page, 2) and _PAGE_NUMBER.match(text):
                 drop.add(i)
                 removed_numbers += 1
         out.append(_keep(page, drop))
@@ -203,7 +191,7 @@ def _keep(page: list[Line], drop: set[int]) -> list[Line]:
             carry = carry or line.para_break
             continue
         if carry:
-            line = Line(line.text, line.page, line.y, line.size, line.x0, line.x1, True)
+            line = replace(line, para_break=True)
             carry = False
         kept.append(line)
     return kept
@@ -259,8 +247,13 @@ _SENTENCE_END = re.compile(r"[.!?][\"'”’)]*\s*$")
 
 def remove_captions(pages: list[list[Line]], body_size: float | None) -> tuple[list[list[Line]], dict[str, Any]]:
     """Drop figure/table captions: the "Figure N." line and its continuation (same small font, or up to its
-    first full stop when sizes are unknown), and APA's bare "Table 1" line with the title line under it."""
+    first full stop when sizes are unknown), and APA's bare "Table 1" line with the title line under it.
+
+    A caption starts a block: a "Table 1." that ends a body sentence broken across lines ("see the far-right
+    column of" / "Table 1.") is body text, and so is what follows it.
+    """
     removed = 0
+    skipped = 0
     out: list[list[Line]] = []
     for page in pages:
         drop: set[int] = set()
@@ -268,6 +261,10 @@ def remove_captions(pages: list[list[Line]], body_size: float | None) -> tuple[l
         while i < len(page):
             line = page[i]
             if not _CAPTION.match(line.text):
+                i += 1
+                continue
+            if not _starts_block(page, i):
+                skipped += 1
                 i += 1
                 continue
             drop.add(i)
@@ -281,7 +278,18 @@ def remove_captions(pages: list[list[Line]], body_size: float | None) -> tuple[l
             i = j
         removed += len(drop)
         out.append(_keep(page, drop))
-    return out, {"lines": removed}
+    return out, {"lines": removed, "kept_mid_sentence": skipped}
+
+
+def _starts_block(page: list[Line], i: int) -> bool:
+    """True when ``page[i]`` begins a block: first on its page, after a paragraph break, after a finished
+    sentence, or in another font size than the line before it."""
+    if i == 0 or page[i].para_break:
+        return True
+    before, line = page[i - 1], page[i]
+    if _SENTENCE_END.search(before.text):
+        return True
+    return bool(before.size and line.size and abs(before.size - line.size) >= 0.6)
 
 
 def _caption_continuation(page: list[Line], start: int, body_size: float | None, drop: set[int]) -> int:
@@ -591,8 +599,10 @@ def clean_pages(pages: Sequence[list[Line]], options: CleaningOptions | None = N
                 new = normalize_unicode(line.text)
                 if new != line.text:
                     changed += 1
-                    page[k] = Line(new, line.page, line.y, line.size, line.x0, line.x1, line.para_break)
+                    page[k] = replace(line, text=new)
         report["unicode"] = {"lines_changed": changed}
+    if options.margins:
+        work, report["margins"] = remove_margins(work, body_font_size(work))
     if options.headers:
         work, report["headers"] = remove_running_lines(work)
     if options.footnotes:

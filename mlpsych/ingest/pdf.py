@@ -118,8 +118,11 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
     chars: list[str] = []
     boxes: list[tuple[float, float, float, float]] = []
     sizes: list[float] = []
+    turned = 0  # characters of the line set at an angle
+    last_turned = False
 
     def flush() -> None:
+        nonlocal turned
         text = "".join(chars).strip()
         if text and boxes:
             left = min(b[0] for b in boxes)
@@ -133,11 +136,13 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
                     size=statistics.median(sizes) if sizes else None,
                     x0=left / width if width else None,
                     x1=right / width if width else None,
+                    rotated=turned > len(boxes) / 2,
                 )
             )
         chars.clear()
         boxes.clear()
         sizes.clear()
+        turned = 0
 
     for i in range(count):
         char = chr(pdfium_c.FPDFText_GetUnicode(raw, i))
@@ -156,13 +161,29 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
         box = textpage.get_charbox(i)
         if box[2] > box[0] or box[3] > box[1]:
             size = _font_size(raw, i)
+            is_turned = _is_turned(pdfium_c.FPDFText_GetCharAngle(raw, i))
             if boxes and box[0] - boxes[-1][2] > max(7.0, 1.4 * size):
                 flush()  # a jump across a gutter: PDFium glued two columns' lines that share a baseline
+            elif boxes and not is_turned and not last_turned and _apart(box, boxes[-1], size):
+                flush()  # a jump up or down the page: PDFium glued a page number onto a running head
             boxes.append(box)
             sizes.append(size)
+            turned += is_turned
+            last_turned = is_turned
         chars.append(char)
     flush()
     return lines
+
+
+def _apart(box: tuple[float, float, float, float], previous: tuple[float, float, float, float], size: float) -> bool:
+    """True when two upright characters' boxes (left, bottom, right, top) are half a line or more apart
+    vertically: they cannot be on one line (a superscript still overlaps its base)."""
+    return box[3] < previous[1] - 0.5 * size or box[1] > previous[3] + 0.5 * size
+
+
+def _is_turned(angle: float) -> bool:
+    """True for a character rotated away from upright (PDFium gives radians in [0, 2π), -1 on error)."""
+    return 0.05 < angle < 2 * math.pi - 0.05
 
 
 def _font_size(raw: object, index: int) -> float:

@@ -33,7 +33,7 @@ def test_options_disable_parses_names_aliases_and_all() -> None:
     options = CleaningOptions.disable("citations, Footers")
     assert options.citations is False and options.headers is False and options.references is True
     assert CleaningOptions.disable(["dehyphenation", "ligatures"]).enabled() == [
-        "headers", "footnotes", "captions", "references", "citations", "columns"
+        "margins", "headers", "footnotes", "captions", "references", "citations", "columns"
     ]
     assert CleaningOptions.disable("all").enabled() == []
     with pytest.raises(ValueError, match="unknown cleaning step 'bogus'"):
@@ -179,6 +179,21 @@ def test_captions_dropped_but_references_to_figures_kept() -> None:
     assert "Table 1 shows the descriptive statistics" in out
     assert "Descriptive Statistics and Correlations" not in out
     assert "The end of the section." in out
+
+
+def test_a_caption_label_ending_a_body_sentence_is_body_text() -> None:
+    # pdfium and Tika both give this line of a real article (Psychological Science) without a paragraph break.
+    text = (
+        "For more details regarding these specifications, see the far-right column of\n"
+        "Table 1.\n"
+        "The specification results are plotted in the rightmost column of Figure 1.\n\n"
+        "Figure 1. Results of the specification-curve\n"
+        "analysis for all data sets."
+    )
+    result = clean_pages(lines_from_text([text]), ONLY["captions"])
+    assert "see the far-right column of Table 1. The specification results are plotted" in " ".join(result.text.split())
+    assert "Results of the specification-curve" not in result.text
+    assert result.report["captions"] == {"lines": 2, "kept_mid_sentence": 1}
 
 
 # ------------------------------------------------------------------------------------------------------- references

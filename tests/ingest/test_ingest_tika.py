@@ -15,6 +15,7 @@ from mlpsych.dev.synth import SynthPaper, render_pdf
 from mlpsych.ingest import load_documents, resolve_backend
 
 from .conftest import paper, tika_jar
+from .test_margins import stamped_paper
 from .test_ingest_badfiles import image_only_pdf
 
 pytestmark = pytest.mark.slow
@@ -57,6 +58,7 @@ def tika_docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         pytest.skip("Tika needs Java and no 'java' is on the PATH")
     folder = tmp_path_factory.mktemp("tika")
     render_pdf(paper(), folder / "paper.pdf")
+    render_pdf(stamped_paper(), folder / "stamped.pdf")
     render_pdf(SynthPaper("Spaced", ["Random forests predicted well-being in the sample. " * 30] * 4),
                folder / "Ünïcode name with spaces.pdf")
     render_pdf(SynthPaper("Locked", ["Secret text. " * 50]), folder / "locked.pdf", encrypt_password="pw")
@@ -90,6 +92,14 @@ def test_tika_pdf_clean_and_in_order(tika_docs) -> None:
     assert "support vector machines (SVM)" in text
     assert len(document.pages) == document.meta["n_pages"] >= 3
     assert document.page_at(text.index("Delta paragraph 5")) == len(document.pages)
+
+
+def test_tika_margin_notices_and_stamps_removed(tika_docs) -> None:
+    # Tika reads the notices rotated up the margin a few letters per line, at the end of each page.
+    stamped, plain = tika_docs["stamped"], tika_docs["paper"]
+    assert stamped.text == plain.text
+    report = stamped.meta["cleaning"]["margins"]
+    assert report["notices"] >= 3 * stamped.meta["n_pages"] and report["stamps"] >= stamped.meta["n_pages"]
 
 
 def test_tika_docx_and_html(tika_docs) -> None:
