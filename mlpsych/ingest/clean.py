@@ -441,7 +441,8 @@ def assemble(pages: list[list[Line]], dehyphenate: bool) -> tuple[str, list[tupl
                 hyphen = _TRAILING_HYPHEN.search(tail) if dehyphenate and tail.endswith("-") else None
                 lead = _LEADING_WORD.match(text)
                 if hyphen and lead:
-                    compound = "-" in hyphen.group(1)
+                    # a compound on either side ("stay-at-" + "home", "eight-" + "year-olds") keeps its hyphen
+                    compound = "-" in hyphen.group(1) or text[lead.end() : lead.end() + 1] == "-"
                     if _hyphen_decision(hyphen.group(2), lead.group(1), vocab, compound):
                         parts[-1] = parts[-1][:-1]
                         length -= 1

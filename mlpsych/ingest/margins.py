@@ -5,9 +5,10 @@ stamps such as "DeBruine et al. preprint v.2" are not part of the paper, yet ext
 often in the middle of a sentence ("per-This article is intended solely … son fails"), from where they reach an
 answer's evidence sentence. Three rules, each counted in the cleaning report:
 
-* geometry (pdfium): a line set at an angle on a page of upright text, or lying wholly beside the text block
-  (the left/right extent of the document's body-size text) is margin text;
-* notices: download, copyright and personal-use notices, wherever they are, also across line breaks;
+* geometry (pdfium): a line set at an angle on a page of upright text, lying wholly beside the text block
+  (the left/right extent of the document's body-size text), or set too small to read is margin text;
+* notices: download, copyright and personal-use notices and SAGE's hidden manuscript stamp, wherever they
+  are, also across line breaks;
 * repeated stamps: a line that recurs on most pages (digits aside) is a stamp, and so is the same text spliced into
   a body line, where extraction order put it mid-sentence.
 
@@ -55,6 +56,9 @@ NOTICE = re.compile(
             _phrase("Content may be shared at no cost, but any requests to reuse this content in part or whole must "
                     "go through the") + r"[A-Z][^.]{3,80}?\.",
             _phrase("Content courtesy of Springer Nature, terms of use apply. Rights reserved."),
+            # SAGE's hidden manuscript stamp (1-point type in a page corner): "795679PSSXXX10.1177/0956797618795679
+            # Blini et al.Mind the Depth research-article2018"
+            r"\d{6}[A-Z]{2,6}XXX10\.\d{4,9}/\d{6,}.{0,250}?research-article\d{4}",
         ]
     )
 )
@@ -72,6 +76,7 @@ _LETTER_WORDS = re.compile(r"[^\W\d_]{2,}")
 _NUMBER = r"\d+(?:\s*(?:/|of)\s*\d+)?"  # any number where a stamp has one (a page number "2/17" included)
 _NOT_PROSE = re.compile(r"\d|https?:|www\.|[/|@©®]")
 _HYPHENATED_END = re.compile(r"[^\W\d_]-$")
+_TINY = 0.4  # text below this share of the body font size cannot be read: an overlay, not content
 _EDGE = 0.01  # a line must lie this far (share of the page width) beside the text block to count as margin text
 _STAMP_SHARE = 0.5  # a stamp recurs on at least this share of the pages (and on 3 pages or more)
 _STAMP_ZONE = 5  # lines at the top and at the foot of a page (by position, else by order) where stamps are learned
@@ -172,6 +177,7 @@ class _Cuts:
 
     rotated: int = 0
     beside_block: int = 0
+    tiny: int = 0
     notices: int = 0
     stamps: int = 0
     spliced: int = 0
@@ -192,7 +198,8 @@ def remove_margins(pages: list[list[Line]], body_size: float | None) -> tuple[li
     """
     cuts = _Cuts()
     block = text_block(pages, body_size)
-    marked = [_cut_lines(page, lambda line, up=_upright(page): _beside(line, up, block, cuts)) for page in pages]
+    marked = [_cut_lines(page, lambda line, up=_upright(page): _beside(line, up, block, body_size, cuts))
+              for page in pages]
     marked = [_cut_matches(lines, flags, find_notices, cuts, "notices") for lines, flags in marked]
     stamps = find_stamps([lines for lines, _ in marked])
     spliced = _stamp_pattern(stamps)
@@ -216,10 +223,15 @@ def remove_margins(pages: list[list[Line]], body_size: float | None) -> tuple[li
     return out, report
 
 
-def _beside(line: Line, upright: bool, block: TextBlock | None, cuts: _Cuts) -> bool:
+def _beside(line: Line, upright: bool, block: TextBlock | None, body_size: float | None, cuts: _Cuts) -> bool:
     """True (and counted) for a line set at an angle on a page of mostly upright text (a margin notice, an axis
-    label), or for a line beside the text block. A landscape page (a wide table or figure set sideways) is not
-    margin text and keeps its rotated lines."""
+    label), for a line beside the text block, and for text too small to read (a publisher's hidden stamp in
+    1-point type). A landscape page (a wide table or figure set sideways) is not margin text and keeps its
+    rotated lines."""
+    if body_size and line.size is not None and line.size < _TINY * body_size:
+        cuts.tiny += 1
+        cuts.note(line.text)
+        return True
     if line.rotated and upright:
         cuts.rotated += 1
         return True

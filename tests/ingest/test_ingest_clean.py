@@ -89,7 +89,8 @@ def test_hyphenation_joins_syllable_breaks_but_keeps_real_compounds() -> None:
         "validation on a closed-form prob-\n"
         "lem during the COVID-\n"
         "19 pandemic and a stay-at-\n"
-        "home order to avoid over-fit-\n"
+        "home order and 108 eight-\n"
+        "year-olds to avoid over-fit-\n"
         "ting with LAS-\n"
         "SO."
     )
@@ -99,6 +100,7 @@ def test_hyphenation_joins_syllable_breaks_but_keeps_real_compounds() -> None:
     assert "problem" in out
     assert "COVID-19" in out
     assert "stay-at-home" in out  # the left part is a compound already
+    assert "108 eight-year-olds" in out  # so is the right part
     assert "over-fitting" in out and "LASSO." in out
     off = clean_pages(lines_from_text([text]), CleaningOptions.off()).text
     assert "meth- ods" in off or "meth-\nods" in off

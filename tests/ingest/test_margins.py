@@ -50,6 +50,8 @@ def clean(pages: list[str]) -> tuple[str, dict]:
         "License",
         "This content downloaded from 128.1.2.3 on Mon, 24 Jul 2025 12:00:00 UTC All use subject to "
         "https://about.jstor.org/terms",
+        "959594 PSSXXX10.1177/0956797620959594Sheetal et al.Using Machine Learning to Generate Hypotheses "
+        "research-article2020",
     ],
 )
 def test_notices_matched_whole_however_broken_up(notice: str) -> None:
@@ -118,12 +120,14 @@ def test_rotated_and_beside_block_lines_removed_landscape_pages_kept() -> None:
     margin = Line(APA_COPYRIGHT.replace("copyrighted", "stamped"), 0, y=0.2, size=8.0, x0=0.02, x1=0.03,
                   rotated=True)
     sidebar = Line("Submitted 25 March 2016", 0, y=0.6, size=9.0, x0=0.01, x1=0.1)
+    hidden = Line("795679PSSXXX10.1177/0956797618795679Blini et al.Mind the Depth", 0, y=0.003, size=1.0, x0=0.015,
+                  x1=0.117)
     axis = Line("Gain (ms)", 1, y=0.5, size=8.0, x0=0.3, x1=0.32, rotated=True)
     landscape = [Line(f"Rotated table row {k} with cells", 2, y=0.1 + 0.05 * k, size=9.0, x0=0.3, x1=0.35,
                       rotated=True) for k in range(10)]
-    pages = [geometry_page(0, [margin, sidebar]), geometry_page(1, [axis]), landscape]
+    pages = [geometry_page(0, [margin, sidebar, hidden]), geometry_page(1, [axis]), landscape]
     out, report = remove_margins(pages, 10.0)
-    assert report["rotated"] == 2 and report["beside_block"] == 1
+    assert report["rotated"] == 2 and report["beside_block"] == 1 and report["tiny"] == 1
     assert [len(page) for page in out] == [25, 25, 10]
 
 
