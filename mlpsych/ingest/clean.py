@@ -357,6 +357,7 @@ _WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
 _TRAILING_HYPHEN = re.compile(r"(\S*?)([^\W\d_]+)-$")
 _LAST_WORD_CHARS = 120  # searched for a line-end hyphen: the search is cubic in the length of a line without spaces
 _LEADING_WORD = re.compile(r"^(\w+)")
+_LEADING_COMPOUND = re.compile(r"^[^\W\d_]+-[^\W\d_]+")
 
 
 def _vocabulary(pages: list[list[Line]]) -> Counter[str]:
@@ -441,8 +442,10 @@ def assemble(pages: list[list[Line]], dehyphenate: bool) -> tuple[str, list[tupl
                 hyphen = _TRAILING_HYPHEN.search(tail) if dehyphenate and tail.endswith("-") else None
                 lead = _LEADING_WORD.match(text)
                 if hyphen and lead:
-                    # a compound on either side ("stay-at-" + "home", "eight-" + "year-olds") keeps its hyphen
-                    compound = "-" in hyphen.group(1) or text[lead.end() : lead.end() + 1] == "-"
+                    # a compound on the left ("stay-at-" + "home") keeps its hyphen, and so does one on the right that
+                    # the paper writes elsewhere ("eight-" + "year-olds" beside "nine-year-olds"; not "scik-" + "it-learn")
+                    right = _LEADING_COMPOUND.match(text)
+                    compound = "-" in hyphen.group(1) or bool(right and vocab[right.group().lower()])
                     if _hyphen_decision(hyphen.group(2), lead.group(1), vocab, compound):
                         parts[-1] = parts[-1][:-1]
                         length -= 1

@@ -89,8 +89,9 @@ def test_hyphenation_joins_syllable_breaks_but_keeps_real_compounds() -> None:
         "validation on a closed-form prob-\n"
         "lem during the COVID-\n"
         "19 pandemic and a stay-at-\n"
-        "home order and 108 eight-\n"
-        "year-olds to avoid over-fit-\n"
+        "home order, 100 nine-year-olds and 108 eight-\n"
+        "year-olds used scik-\n"
+        "it-learn to avoid over-fit-\n"
         "ting with LAS-\n"
         "SO."
     )
@@ -100,7 +101,8 @@ def test_hyphenation_joins_syllable_breaks_but_keeps_real_compounds() -> None:
     assert "problem" in out
     assert "COVID-19" in out
     assert "stay-at-home" in out  # the left part is a compound already
-    assert "108 eight-year-olds" in out  # so is the right part
+    assert "108 eight-year-olds" in out  # the right part is a compound the text writes elsewhere
+    assert "used scikit-learn to" in out  # a syllable break inside a compound's first word
     assert "over-fitting" in out and "LASSO." in out
     off = clean_pages(lines_from_text([text]), CleaningOptions.off()).text
     assert "meth- ods" in off or "meth-\nods" in off
