@@ -13,7 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from mlpsych.app import demo, logic, preflight, results, runner
+from mlpsych.app import demo, logic, preflight, results, review, runner
 from mlpsych.estimate import ProgressTracker, format_seconds
 from mlpsych.cache import default_cache_dir
 
@@ -402,6 +402,121 @@ def answers_section(result, status) -> None:
 XLSX_MIME = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 
 
+# -- review ------------------------------------------------------------------------------------------------------
+
+MARK_CHOICES = {"not coded": None, "correct": True, "wrong": False}
+
+
+def open_review(path, documents: dict, coder: str, papers: str) -> None:
+    try:
+        sheet = review.ReviewSheet(path, documents, coder)
+    except logic.AppInputError as error:
+        st.error(str(error))
+        return
+    state.review_sheet = sheet
+    state.review_papers = papers
+    state.review_id = state.get("review_id", 0) + 1  # fresh widget keys for a newly opened sheet
+
+
+def review_section() -> None:
+    st.subheader("5 · Review")
+    st.caption("Mark each answer correct or wrong, correct it, or add what the tool missed; the least-sure answers "
+               "come first and every change is saved in the spreadsheet at once (its coder columns, which "
+               "`mlpsych agree`, `mlpsych adapt` and `mlpsych calibrate` read).")
+    outcome = state.get("outcome")
+    downloads = state.get("downloads") or {}
+    if outcome is not None and outcome.result is not None and ".xlsx" in downloads:
+        target = st.text_input("Keep the coding in", key="review_path",
+                               value=str(Path.home() / "mlpsych-reviews" / f"review-{state.get('run_count', 1)}.xlsx"))
+        if st.button("Review these answers", key="review_start"):
+            try:
+                path = review.start_review(target, downloads[".xlsx"])
+            except logic.AppInputError as error:
+                st.error(str(error))
+            else:
+                open_review(path, {d.id: d for d in outcome.result.documents if d.ok}, state.get("review_coder", ""),
+                            "")
+    with st.expander("Continue a review (a coded spreadsheet and its papers)"):
+        path = st.text_input("Coded spreadsheet (.xlsx)", key="review_open_path")
+        papers = st.text_input("Its papers (folder, texts.jsonl or text.json)", key="review_open_papers")
+        st.text_input("Coder (blank: the first coder; a name codes into correct_<name>)", key="review_coder")
+        if st.button("Open the review", key="review_open"):
+            try:
+                documents = review.papers_for_review(papers)
+            except logic.AppInputError as error:
+                st.error(str(error))
+            else:
+                open_review(path.strip(), documents, state.get("review_coder", ""), papers.strip())
+    if "review_sheet" in state:
+        review_pane(state.review_sheet)
+
+
+def review_pane(sheet) -> None:
+    rid = state.review_id
+    counts = {p: sheet.coded_count(p) for p in sheet.papers()}
+    paper = st.selectbox("Paper", list(counts), key=f"review_paper:{rid}",
+                         format_func=lambda p: f"{p} ({counts[p][0]} of {counts[p][1]} coded)")
+    if paper is not None:
+        st.caption(f"{counts[paper][0]} of {counts[paper][1]} answers of {paper} coded; saved as you go in "
+                   f"{sheet.path}. Least-sure answers first.")
+    if state.get("review_flash"):
+        st.warning(state.pop("review_flash"))
+
+    def marked(row: int) -> None:
+        sheet.mark(row, MARK_CHOICES[state[f"mark:{rid}:{row}"]])
+
+    def fixed(row: int) -> None:
+        if not sheet.correct_to(row, state[f"fix:{rid}:{row}"]):
+            state.review_flash = ("Saved, but the corrected answer is not in the paper's text: `mlpsych adapt` "
+                                  "will skip it (copy it as the paper writes it to train on it).")
+
+    def noted(row: int) -> None:
+        sheet.note(row, state[f"note:{rid}:{row}"])
+
+    for item in [] if paper is None else sheet.items(paper):
+        with st.container(border=True):
+            sure = "–" if item.confidence is None else f"{item.confidence:.2f}"
+            asked = f" · about {item.bridge_entity}" if item.bridge_entity else ""
+            added = " · added by a coder" if item.stage == "coder" else ""
+            st.markdown(f"**{item.answer}** · {item.question_id}{asked} · confidence {sure} · page "
+                        f"{item.page or '–'}{added}")
+            st.caption(item.evidence or "(no evidence sentence)")
+            current = next(k for k, v in MARK_CHOICES.items() if v == item.correct)
+            mark, fix, note = st.columns([2, 3, 3])
+            mark.radio("Correct?", list(MARK_CHOICES), index=list(MARK_CHOICES).index(current), horizontal=True,
+                       key=f"mark:{rid}:{item.row}", on_change=marked, args=(item.row,))
+            fix.text_input("Corrected answer", value=item.corrected, key=f"fix:{rid}:{item.row}", on_change=fixed,
+                           args=(item.row,))
+            note.text_input("Notes", value=item.notes, key=f"note:{rid}:{item.row}", on_change=noted,
+                            args=(item.row,))
+    if paper is not None:
+        add_missed(sheet, paper, rid)
+    with open(sheet.path, "rb") as handle:
+        st.download_button("Download the coded spreadsheet", handle.read(), sheet.path.name, mime=XLSX_MIME,
+                           key="review_download")
+    with st.expander("Re-read the papers not coded yet with a reader adapted on this coding"):
+        questions = state.get("outcome").result.questions if state.get("outcome") and state.outcome.result else None
+        reader = questions.questions[0].models[0] if questions else "READER"
+        st.code(review.reread_commands(sheet, reader, state.get("review_papers", "")), language="bash")
+
+
+def add_missed(sheet, paper: str, rid: int) -> None:
+    with st.form(f"add_answer:{rid}", clear_on_submit=True):
+        st.markdown("**Add an answer the tool missed** (paste or type it as the paper writes it)")
+        question = st.selectbox("Question", list(sheet.questions()), key=f"add_q:{rid}")
+        text = st.text_area("Text of the paper", key=f"add_text:{rid}", height=80)
+        if st.form_submit_button("Add the missed answer"):
+            try:
+                sheet.add(paper, question, text)
+            except logic.AppInputError as error:
+                st.error(str(error))
+            else:
+                state.review_flash_ok = f"Added to {question}: {' '.join(text.split())}"
+                st.rerun()
+    if state.get("review_flash_ok"):
+        st.success(state.pop("review_flash_ok"))
+
+
 def main() -> None:
     st.title("mlpsych: answers from papers")
     st.write("Upload papers, choose questions, and get a spreadsheet with every answer, the sentence it comes "
@@ -412,6 +527,7 @@ def main() -> None:
     questions = questions_section(options["question_file"])
     run_section(papers, questions, options)
     results_section()
+    review_section()
 
 
 main()

@@ -31,7 +31,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--replay-share", type=float, default=0.5, help="replayed records per coded record (default 0.5)")
     p.add_argument("--unanswerable", default="q2",
                    help="with --gold: questions where a paper without gold has no answer (default: q2)")
-    p.add_argument("--epochs", type=float, default=None, help="passes over the records (default 2)")
+    p.add_argument("--epochs", type=float, default=None, help="passes over the records (default 4)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 5e-5)")
     p.add_argument("--batch-size", type=int, default=None, help="features per step (default 16)")
     p.add_argument("--negatives", type=float, default=1.0,

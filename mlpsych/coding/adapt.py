@@ -224,11 +224,12 @@ class AdaptResult:
 
 def adapt_settings(reader: str, **changes) -> TrainSettings:
     """Training settings for adapting an already trained reader: a lower learning rate than training from an
-    encoder, two epochs, windows no longer than the reader's (at most 384 tokens, for CPU time)."""
+    encoder, four epochs (a study's coding is a few hundred records: few-shot QA fine-tuning takes many passes),
+    windows no longer than the reader's (at most 384 tokens, for CPU time). Fixed before any figure was measured."""
     from mlpsych.models import load_tokenizer
 
     limit = getattr(load_tokenizer(reader), "model_max_length", 384) or 384
-    base = dict(base_model=reader, max_length=int(min(limit, 384)), lr=5e-5, epochs=2.0, batch_size=16,
+    base = dict(base_model=reader, max_length=int(min(limit, 384)), lr=5e-5, epochs=4.0, batch_size=16,
                 heldout_articles=0, calibration_articles=0, unanswerable_fraction=1.0, checkpoint_every=20)
     return TrainSettings(**{**base, **changes})
 

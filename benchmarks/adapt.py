@@ -1,0 +1,233 @@
+"""The coding loop, judged out of sample: a reader adapted on k coded papers against zero-shot, on papers it never saw,
+and the calibrated confidence column.
+
+    nice -n 5 python benchmarks/adapt.py --data ../shared/mlpsych --reader READER --work /work/bench25 [--k 17,8,4]
+
+READER is the stand-in SQuAD2 reader (``mlpsych dev train-reader`` on ../shared/squad). The 34 development papers
+(the gold's q1 keys, in order) are cut into ``34 // k`` folds of k or k+1 consecutive papers; the reader adapted on
+fold i (exactly ``mlpsych adapt --gold FOLD_GOLD --texts text.json``, default settings, the fold's gold as the
+coding) scores fold i+1 (cyclically), so every paper is scored once, by a reader that never saw it. Zero-shot is
+the same reader unadapted. Both read with mlpsych's default settings, every reader slot the one reader, LLM stage
+off (extractive answers), and are scored by ``mlpsych eval``'s rules: per question F1, Mentions, the
+precision-aware partial F1 (pF1) and answers per paper, zero-shot vs adapted, with 95% paired bootstrap intervals
+of the difference (papers resampled).
+
+Confidence (per k): a calibrator fitted (``mlpsych.coding.confidence.fit``) on the zero-shot answers of fold i's
+papers (the coded ones) and their gold labels gives the confidence of the answers of fold i+1 (zero-shot, and the
+adapted reader's); pooled over the folds: expected calibration error, Brier score, and the share of wrong answers
+among the least-sure 30%. Nothing is chosen on the papers a figure is reported on: folds, settings and rules are
+fixed beforehand.
+
+Every step is kept under ``--work`` (answers as JSON, adapted readers, their checkpoints, the reading cache), so a
+rerun resumes where it stopped; ``results-k<k>.json`` holds the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._devset import development_set  # noqa: E402
+from benchmarks.answer_quality import ARMS, arm_config, bootstrap  # noqa: E402
+from mlpsych.cache import ResultCache  # noqa: E402
+from mlpsych.coding import confidence as cf  # noqa: E402
+from mlpsych.documents import Document  # noqa: E402
+from mlpsych.evaluation import evaluate as ev  # noqa: E402
+from mlpsych.evaluation.metrics import aggregate  # noqa: E402
+from mlpsych.export import answer_rows  # noqa: E402
+from mlpsych.pipeline import Pipeline  # noqa: E402
+from mlpsych.questions import load_question_set  # noqa: E402
+
+log = logging.getLogger("adapt-benchmark")
+METRICS = ("F1", "Ment", "pF1", "spans/answer")
+LABELS = {"spans/answer": "answers/paper"}
+
+
+def reader_from_checkpoint(checkpoint: Path, work: Path) -> str:
+    """A reader folder from a ``train-reader`` checkpoint (weights + the settings in its state.json), for when the
+    stand-in's training has not finished: the base encoder's config and tokenizer with the checkpoint's weights."""
+    import torch
+    from safetensors.torch import load_model
+
+    from mlpsych.dev.train_reader import STATE_FILE, TrainSettings, save_reader
+    from mlpsych.models import load_qa_model, load_tokenizer
+
+    state = json.loads((checkpoint / STATE_FILE).read_text(encoding="utf-8"))
+    out = work / f"stand-in-{state['fingerprint']}-step{state['step']}"
+    if not (out / "model.safetensors").is_file():
+        settings = TrainSettings(**state["settings"])
+        model = load_qa_model(settings.base_model, "cpu", torch.float32)
+        load_model(model, str(checkpoint / "model.safetensors"))
+        save_reader(out, model, load_tokenizer(settings.base_model), settings,
+                    {"checkpoint": str(checkpoint), "step": state["step"], "steps": state["total"]})
+    return str(out)
+
+
+def folds_of(papers: list[str], k: int) -> list[list[str]]:
+    """``len // k`` folds of consecutive papers, the first ones a paper larger when it does not divide."""
+    n = max(2, len(papers) // k)
+    size, extra = divmod(len(papers), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (i < extra)
+        out.append(papers[start:end])
+        start = end
+    return out
+
+
+def read(reader: str, docs: list[Document], asked: list[str], work: Path, name: str, windows: str) -> list[dict]:
+    """Final answer rows of ``reader`` on ``docs`` (kept in ``work/name.json``; the reading cache is shared)."""
+    out = work / f"{name}.json"
+    if out.is_file():
+        return json.loads(out.read_text(encoding="utf-8"))
+    library = load_question_set("mlpsych").select(asked)
+    questions, settings = arm_config(ARMS["paper"], library, reader)
+    settings = settings.model_copy(update={"retrieval": settings.retrieval.model_copy(update={"read": windows})})
+    started = time.perf_counter()
+    result = Pipeline(questions, settings, ResultCache(work / "cache"), progress=True).run(docs)
+    rows = answer_rows(result, final_only=True)
+    for row in rows:
+        row["models"] = list(row["models"])
+    out.write_text(json.dumps(rows), encoding="utf-8")
+    log.info("%s: %d answers in %.0f s", name, len(rows), time.perf_counter() - started)
+    return rows
+
+
+def adapt_fold(reader: str, data: Path, raw_gold: dict, papers: list[str], work: Path, extra: list[str]) -> Path:
+    """The reader adapted on ``papers`` through the command line's --gold form (resumes from its checkpoints)."""
+    from mlpsych.cli import main as cli
+
+    out = work / "reader"
+    if (out / "model.safetensors").is_file():
+        return out
+    gold_file = work / "gold.json"
+    gold_file.write_text(json.dumps({q: {p: v for p, v in by.items() if p in papers} for q, by in raw_gold.items()}),
+                         encoding="utf-8")
+    started = time.perf_counter()
+    code = cli(["adapt", "--reader", reader, "--texts", str(data / "text.json"), "--gold", str(gold_file),
+                "--out", str(out), "--checkpoints", str(work / "checkpoints"), *extra])
+    if code != 0:
+        raise SystemExit(f"adapt failed with exit code {code}")
+    seconds = time.perf_counter() - started
+    (work / "adapt-seconds.json").write_text(json.dumps({"seconds": seconds}), encoding="utf-8")
+    log.info("adapted on %d papers in %.0f s", len(papers), seconds)
+    return out
+
+
+def scores(gold: dict, rows: list[dict], asked: list[str], papers: list[str]) -> dict[str, list]:
+    """Per question, one ItemScore per paper (the plan's fixed order)."""
+    texts = {p: "" for p in papers}
+    ran = [{"paper_id": p, "status": "ok"} for p in papers]
+    table = ev.evaluate(gold, rows, questions=asked, texts=texts, papers=ran)
+    return {row.question: row.items for row in table}
+
+
+def _fmt(value: float, interval: tuple[float, float] | None = None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    text = f"{value:+.3f}" if interval is not None else f"{value:.3f}"
+    return text + (f" [{interval[0]:+.3f}, {interval[1]:+.3f}]" if interval is not None else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
+    parser.add_argument("--reader", default=None, help="the stand-in SQuAD2 reader folder")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="instead of --reader: a train-reader checkpoint folder (step-NNNNNNN) made a reader")
+    parser.add_argument("--work", type=Path, required=True, help="where every step is kept (resumable)")
+    parser.add_argument("--k", default="17", help="coded papers per adaptation, e.g. 17,8,4")
+    parser.add_argument("--questions", default="q1,q2,q3")
+    parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--papers", type=int, default=None, help="only the first N papers (a quick check)")
+    parser.add_argument("--read", choices=["all", "retrieve"], default="all",
+                        help="windows read: every one (the default run), or the templates' retrieval budgets "
+                             "(`mlpsych run --read retrieve`: about a tenth of the windows, the same for both readers)")
+    parser.add_argument("--adapt-args", default="--no-progress",
+                        help="extra `mlpsych adapt` options (e.g. --replay FILE); part of the work folder's name")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.checkpoint:
+        args.reader = reader_from_checkpoint(args.checkpoint, args.work)
+    if not args.reader:
+        parser.error("give --reader or --checkpoint")
+    args.work = args.work / Path(args.reader).name  # one reader's steps kept apart from another's
+
+    asked = [q for q in args.questions.split(",") if q]
+    extra = args.adapt_args.split()
+    gold, docs = development_set(args.data, args.papers)
+    raw_gold = json.loads((args.data / "answers_dev.json").read_text(encoding="utf-8"))
+    papers = [d.id for d in docs]
+    by_id = {d.id: d for d in docs}
+    texts = {d.id: d.text for d in docs}
+    kinds = {q.id: q.kind for q in load_question_set("mlpsych").questions}
+    args.work.mkdir(parents=True, exist_ok=True)
+    log.info("reader %s; steps kept in %s", args.reader, args.work)
+    zero = read(args.reader, docs, asked, args.work, f"zero-shot-{args.read}-{'-'.join(asked)}", args.read)
+    label = lambda row, item: cf.gold_label(item, gold)  # noqa: E731
+    variant = "-".join(a.strip("-").replace("/", "_") for a in extra if a != "--no-progress") or "default"
+
+    for k in (int(v) for v in args.k.split(",")):
+        folds = folds_of(papers, k)
+        adapted: list[dict] = []
+        conf = {"zero-shot": ([], []), "adapted": ([], [])}
+        seconds = []
+        for i, fold in enumerate(folds):
+            test = folds[(i + 1) % len(folds)]
+            work = args.work / variant / f"k{k}" / f"fold{i}"
+            work.mkdir(parents=True, exist_ok=True)
+            reader = adapt_fold(args.reader, args.data, raw_gold, fold, work, extra)
+            timing = work / "adapt-seconds.json"
+            if timing.is_file():
+                seconds.append(json.loads(timing.read_text())["seconds"])
+            rows = read(str(reader), [by_id[p] for p in test], asked, work, f"scored-{args.read}", args.read)
+            adapted += rows
+            coded = [r for r in zero if r["paper_id"] in set(fold)]
+            x, y = cf.labelled(coded, texts, kinds, label)
+            try:
+                calibrator = cf.fit(x, y, {"papers": fold})
+            except ValueError as error:  # e.g. no answer of these papers is correct
+                log.warning("fold %d: no calibrator (%s); its papers get no confidence figures", i, error)
+                continue
+            for name, source in (("zero-shot", [r for r in zero if r["paper_id"] in set(test)]), ("adapted", rows)):
+                x_test, y_test = cf.labelled(source, texts, kinds, label)
+                conf[name][0].extend(calibrator.predict(x_test))
+                conf[name][1].extend(y_test)
+        zero_items = scores(gold, zero, asked, papers)
+        adapted_items = scores(gold, adapted, asked, papers)
+        figures: dict = {"k": k, "read": args.read, "reader": args.reader, "folds": [len(f) for f in folds],
+                         "adapt_seconds": seconds, "questions": {}}
+        print(f"\n## k = {k}: folds of {[len(f) for f in folds]} papers; adaptation "
+              f"{', '.join(f'{s:.0f} s' for s in seconds) or 'timed in an earlier run'}\n")
+        print("| question | metric | zero-shot | adapted | adapted - zero-shot [95% paired bootstrap] |")
+        print("|---|---|---:|---:|---:|")
+        for q in asked:
+            zq, aq = zero_items[q], adapted_items[q]
+            figures["questions"][q] = {}
+            for metric in METRICS:
+                z, a = aggregate(zq)[metric], aggregate(aq)[metric]
+                interval = bootstrap(aq, metric, args.bootstrap, 0, other=zq)
+                figures["questions"][q][metric] = {"zero": z, "adapted": a, "diff": a - z, "ci": interval}
+                print(f"| {q} | {LABELS.get(metric, metric)} | {_fmt(z)} | {_fmt(a)} | {_fmt(a - z, interval)} |")
+        print("\n| answers scored | calibrator | answers | correct | calibration error | Brier | wrong answers in "
+              "least-sure 30% |\n|---|---|---:|---:|---:|---:|---:|")
+        figures["confidence"] = {}
+        for name, (p, y) in conf.items():
+            r = cf.report(p, y)
+            figures["confidence"][name] = vars(r)
+            print(f"| {name} | fitted on the coded papers' zero-shot answers | {r.answers} | {r.correct} | "
+                  f"{r.ece:.3f} | {r.brier:.3f} | {r.wrong_found:.0%} |")
+        out = args.work / variant / f"results-k{k}-{args.read}.json"
+        out.write_text(json.dumps(figures, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""The review view's logic: a coder works through a results spreadsheet paper by paper, least-sure answers first.
+
+Each change is written to the workbook at once (autosave; written beside it and renamed, so a crash never leaves
+half a file): marks go into the coder columns of the ``answers`` sheet (``correct``, ``corrected_answer``,
+``notes``; a second coder's into ``correct_<name>``, ``corrected_answer_<name>``, ``notes_<name>``, which
+``mlpsych agree`` compares with the first), and an answer the tool missed becomes a new row whose ``stage`` is
+``coder``, with the offsets, page and evidence sentence of where its text is in the paper (text that is not in
+the paper is refused). A coded workbook reopens where the coding stopped; ``mlpsych adapt --coded`` and
+``mlpsych calibrate --coded`` read it back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlpsych.coding.coded import CODER_STAGE, locate
+from mlpsych.documents import Document
+from mlpsych.errors import AppInputError
+
+SHEET = "answers"
+MARKS = {True: "yes", False: "no", None: None}
+_CODER_NAME = re.compile(r"^[A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    """One answer as the review shows it; ``row`` is its row in the sheet (how a change finds it)."""
+
+    row: int
+    paper_id: str
+    question_id: str
+    question: str
+    answer: str
+    stage: str
+    confidence: float | None
+    page: int | None
+    evidence: str
+    bridge_entity: str | None
+    correct: bool | None
+    corrected: str
+    notes: str
+
+    @property
+    def coded(self) -> bool:
+        return self.correct is not None or bool(self.corrected) or self.stage == CODER_STAGE
+
+
+def coder_columns(coder: str = "") -> tuple[str, str, str]:
+    """The (correct, corrected_answer, notes) columns of a coder: the first coder's plain names, another's with
+    ``_<name>`` (letters, digits, underscores)."""
+    coder = coder.strip()
+    if not _CODER_NAME.match(coder):
+        raise AppInputError(f"coder name {coder!r}: use letters, digits and underscores only")
+    suffix = f"_{coder}" if coder else ""
+    return f"correct{suffix}", f"corrected_answer{suffix}", f"notes{suffix}"
+
+
+class ReviewSheet:
+    """A results workbook opened for coding, with the papers' texts (needed to place added answers)."""
+
+    def __init__(self, path: str | Path, documents: dict[str, Document], coder: str = "") -> None:
+        from openpyxl import load_workbook
+
+        self.path = Path(path)
+        self.documents = documents
+        self.columns = coder_columns(coder)
+        if not self.path.is_file():
+            raise AppInputError(f"{self.path}: no such spreadsheet")
+        try:
+            self.book = load_workbook(self.path)
+        except Exception as error:  # openpyxl raises several types for a file that is not a workbook
+            raise AppInputError(f"{self.path}: cannot open as a workbook ({error})") from None
+        if SHEET not in self.book.sheetnames:
+            raise AppInputError(f"{self.path}: no '{SHEET}' sheet (is it a results spreadsheet of mlpsych?)")
+        self.sheet = self.book[SHEET]
+        self.header = [str(c.value or "").strip().lower() for c in self.sheet[1]]
+        for needed in ("paper_id", "question_id", "answer"):
+            if needed not in self.header:
+                raise AppInputError(f"{self.path}: the '{SHEET}' sheet has no '{needed}' column")
+        for column in self.columns:
+            if column not in self.header:
+                self.header.append(column)
+                self.sheet.cell(row=1, column=len(self.header), value=column)
+        strangers = sorted({str(v) for v in self._column("paper_id") if v} - set(documents))
+        if strangers and documents:
+            raise AppInputError(f"{len(strangers)} paper(s) of the sheet are not among the papers given: "
+                                f"{', '.join(strangers[:10])} (give the papers this sheet was made from)")
+
+    # -- reading -----------------------------------------------------------------------------------------------
+    def _column(self, name: str) -> list[Any]:
+        index = self.header.index(name) + 1
+        return [self.sheet.cell(row=r, column=index).value for r in range(2, self.sheet.max_row + 1)]
+
+    def _get(self, row: int, name: str) -> Any:
+        return self.sheet.cell(row=row, column=self.header.index(name) + 1).value if name in self.header else None
+
+    def _set(self, row: int, name: str, value: Any) -> None:
+        cell = self.sheet.cell(row=row, column=self.header.index(name) + 1, value=value)
+        if isinstance(value, str):
+            cell.data_type = "s"  # a coder's text is data, never a formula
+
+    def papers(self) -> list[str]:
+        """Papers in sheet order."""
+        return list(dict.fromkeys(str(v) for v in self._column("paper_id") if v))
+
+    def questions(self) -> dict[str, str]:
+        """Question id -> question text, as the sheet has them (a follow-up's own sub-question aside)."""
+        out: dict[str, str] = {}
+        for row in range(2, self.sheet.max_row + 1):
+            qid = str(self._get(row, "question_id") or "")
+            if qid and not self._get(row, "bridge_entity"):
+                out.setdefault(qid, str(self._get(row, "question") or ""))
+            elif qid:
+                out.setdefault(qid, "")
+        return out
+
+    def items(self, paper_id: str) -> list[ReviewItem]:
+        """The paper's answers, least sure first (no confidence: last), then in sheet order."""
+        from mlpsych.evaluation.agree import parse_code
+
+        correct, corrected, notes = self.columns
+        out = []
+        for row in range(2, self.sheet.max_row + 1):
+            if str(self._get(row, "paper_id") or "") != paper_id:
+                continue
+            try:
+                mark = parse_code(self._get(row, correct))
+            except ValueError:
+                mark = None
+            confidence = self._get(row, "confidence")
+            page = self._get(row, "page")
+            out.append(ReviewItem(
+                row, paper_id, str(self._get(row, "question_id") or ""), str(self._get(row, "question") or ""),
+                str(self._get(row, "answer") or ""), str(self._get(row, "stage") or ""),
+                float(confidence) if isinstance(confidence, (int, float)) else None,
+                int(page) if isinstance(page, (int, float)) else None, str(self._get(row, "evidence") or ""),
+                self._get(row, "bridge_entity") or None, mark, str(self._get(row, corrected) or ""),
+                str(self._get(row, notes) or "")))
+        return sorted(out, key=lambda i: (i.confidence is None, i.confidence or 0.0, i.row))
+
+    def coded_count(self, paper_id: str) -> tuple[int, int]:
+        """(answers coded, answers) of a paper, the coder's added answers not counted."""
+        items = [i for i in self.items(paper_id) if i.stage != CODER_STAGE]
+        return sum(i.coded for i in items), len(items)
+
+    # -- changes (each saved at once) ----------------------------------------------------------------------------
+    def mark(self, row: int, correct: bool | None) -> None:
+        self._set(row, self.columns[0], MARKS[correct])
+        self.save()
+
+    def correct_to(self, row: int, text: str) -> bool:
+        """Write a corrected answer; True when its text is in the paper (``mlpsych adapt`` skips one that is not)."""
+        text = text.strip()
+        self._set(row, self.columns[1], text or None)
+        self.save()
+        doc = self.documents.get(str(self._get(row, "paper_id") or ""))
+        return not text or doc is None or locate(text, doc.text) is not None
+
+    def note(self, row: int, text: str) -> None:
+        self._set(row, self.columns[2], text.strip() or None)
+        self.save()
+
+    def add(self, paper_id: str, question_id: str, text: str, bridge_entity: str | None = None) -> int:
+        """A missed answer as a new row (stage ``coder``, marked correct), placed where its text is in the paper;
+        text the paper does not contain is refused."""
+        doc = self.documents.get(paper_id)
+        if doc is None:
+            raise AppInputError(f"paper {paper_id!r} is not among the papers given")
+        text = " ".join(text.split())
+        found = locate(text, doc.text)
+        if found is None:
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            raise AppInputError(f"Not added: {shown!r} is not in the text of {paper_id} (paste it as it appears "
+                                "in the paper)")
+        start, end = found
+        question = self.questions().get(question_id, "")
+        values = {"paper_id": paper_id, "source_file": Path(doc.source_path or "").name, "question_id": question_id,
+                  "question": question, "answer": doc.text[start:end], "stage": CODER_STAGE, "models": "",
+                  "ensemble": False, "final": True, "start": start, "end": end, "page": doc.page_at(start),
+                  "evidence": doc.sentence_around(start, end), "bridge_entity": bridge_entity,
+                  self.columns[0]: MARKS[True]}
+        row = self.sheet.max_row + 1
+        for name, value in values.items():
+            if name in self.header:
+                self._set(row, name, value)
+        self.save()
+        return row
+
+    def save(self) -> None:
+        partial = self.path.with_name(f".{self.path.name}.saving{self.path.suffix}")
+        self.book.save(partial)
+        os.replace(partial, self.path)
+
+
+def papers_for_review(source: str) -> dict[str, Document]:
+    """The papers a coded sheet was made from (a folder, texts.jsonl or text.json), by id; problems as messages."""
+    from mlpsych.ingest import load_documents
+
+    source = source.strip()
+    if not source:
+        raise AppInputError("Give the papers the spreadsheet was made from (a folder, texts.jsonl or text.json).")
+    try:
+        documents = load_documents(Path(source).expanduser(), progress=False)
+    except (FileNotFoundError, ValueError) as error:
+        raise AppInputError(f"Papers {source}: {error}") from None
+    return {d.id: d for d in documents if d.ok}
+
+
+def start_review(target: str | Path, workbook: bytes) -> Path:
+    """The run's spreadsheet saved where the coding will be kept; an existing file there is kept (it may hold
+    coding), so the review continues it."""
+    path = Path(target).expanduser()
+    if path.suffix.lower() != ".xlsx":
+        raise AppInputError(f"{path}: save the review as an .xlsx file")
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.saving.xlsx")
+        partial.write_bytes(workbook)
+        os.replace(partial, path)
+    return path
+
+
+def reread_commands(review: ReviewSheet, reader: str, papers: str) -> str:
+    """The commands that adapt a reader on this coding and re-read the papers nobody coded with it."""
+    uncoded = [p for p in review.papers() if review.coded_count(p)[0] == 0]
+    out = review.path.with_name(f"{review.path.stem}-adapted-reader")
+    reread = review.path.with_name(f"{review.path.stem}-reread.xlsx")
+    papers = papers or "PAPERS"
+    lines = [f"mlpsych adapt --reader {reader} --texts {papers} --coded {review.path} --out {out}",
+             f"mlpsych run {papers} --adapted {out} --out {reread}"]
+    if uncoded:
+        lines.append(f"# papers not coded yet: {', '.join(uncoded)}")
+    return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""The review view's logic: least-sure first, marks, corrections, added answers placed in the paper, autosave,
+reopening, a second coder's columns for `mlpsych agree`, and the coding read back by `mlpsych adapt`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlpsych.answers import Answer
+from mlpsych.app.review import ReviewSheet, coder_columns
+from mlpsych.coding.coded import coding_from_sheets
+from mlpsych.documents import Document
+from mlpsych.errors import AppInputError
+from mlpsych.evaluation.agree import kappa_table, read_codings
+from mlpsych.export import write_result
+from mlpsych.pipeline import RunResult
+from mlpsych.questions import load_question_set
+
+TEXT = ("Participants were 120 students. We used random forests to predict dropout. Models were fitted in R with "
+        "the caret package. Support vector machines served as a baseline.")
+
+
+def results_sheet(path: Path) -> Path:
+    """A results workbook as `mlpsych run` writes it: three answers of one paper, with confidences."""
+    doc = Document("A", TEXT, source_path="/papers/A.pdf")
+    questions = load_question_set("mlpsych").select(["q1", "q2"])
+
+    def answer(q: str, text: str, confidence: float) -> Answer:
+        start = TEXT.index(text)
+        return Answer("A", q, text, "extractive", ["m"], 0.5, start, start + len(text), 1,
+                      doc.sentence_around(start, start + len(text)), final=True, confidence=confidence)
+
+    result = RunResult([doc], questions, [answer("q1", "random forests", 0.8), answer("q1", "students", 0.1),
+                                          answer("q2", "caret", 0.5)])
+    return write_result(result, path)
+
+
+@pytest.fixture
+def sheet_path(tmp_path: Path) -> Path:
+    return results_sheet(tmp_path / "results.xlsx")
+
+
+@pytest.fixture
+def documents() -> dict[str, Document]:
+    return {"A": Document("A", TEXT, source_path="/papers/A.pdf")}
+
+
+def test_least_sure_first_then_mark_correct_add_and_reopen(sheet_path: Path, documents):
+    review = ReviewSheet(sheet_path, documents)
+    assert review.papers() == ["A"]
+    items = review.items("A")
+    assert [i.answer for i in items] == ["students", "caret", "random forests"]
+    assert all(not i.coded and i.evidence for i in items)
+    review.mark(items[0].row, False)
+    review.mark(items[2].row, True)
+    assert review.correct_to(items[1].row, "the caret package")
+    assert not review.correct_to(items[1].row, "caret 6.0")  # saved, but not in the paper: adapt will skip it
+    review.correct_to(items[1].row, "the caret package")
+    review.note(items[1].row, "the package, not the function")
+    row = review.add("A", "q1", "Support  vector machines")
+    with pytest.raises(AppInputError, match="is not in the text of A"):
+        review.add("A", "q1", "gradient boosting")
+    assert review.coded_count("A") == (3, 3)
+
+    again = ReviewSheet(sheet_path, documents)  # autosaved: a new session continues where this one stopped
+    items = {i.answer: i for i in again.items("A")}
+    assert items["students"].correct is False and items["random forests"].correct is True
+    assert items["caret"].corrected == "the caret package" and items["caret"].notes == "the package, not the function"
+    added = items["Support vector machines"]
+    assert added.row == row and added.stage == "coder" and added.correct is True and added.page == 1
+    assert "baseline" in added.evidence
+    start = TEXT.index("Support vector machines")
+    coding = coding_from_sheets([sheet_path], documents)  # what `mlpsych adapt --coded` learns from it
+    positives = {(s.text, s.how) for s in coding.spans if s.correct}
+    assert positives == {("random forests", "accepted"), ("the caret package", "corrected"),
+                         ("Support vector machines", "added")}
+    assert any(s.start == start and s.how == "added" for s in coding.spans)
+    assert {(s.text, s.how) for s in coding.spans if not s.correct} == {("students", "wrong")}
+
+
+def test_a_second_coder_writes_own_columns_and_agree_compares_them(sheet_path: Path, documents):
+    first = ReviewSheet(sheet_path, documents)
+    for item in first.items("A"):
+        first.mark(item.row, item.answer != "students")
+    second = ReviewSheet(sheet_path, documents, coder="2")
+    assert [i.correct for i in second.items("A")] == [None, None, None]  # the second coder starts blank
+    for item in second.items("A"):
+        second.mark(item.row, item.answer == "random forests")
+    codings, coders = read_codings(sheet_path)
+    assert coders == ["correct", "correct_2"]
+    overall = next(k for k in kappa_table(codings, coders) if k.question == "all")
+    assert overall.n == 3 and overall.agreement == pytest.approx(2 / 3)
+
+
+def test_refusals(tmp_path: Path, sheet_path: Path, documents):
+    with pytest.raises(AppInputError, match="no such spreadsheet"):
+        ReviewSheet(tmp_path / "none.xlsx", documents)
+    with pytest.raises(AppInputError, match="not among the papers given: A"):
+        ReviewSheet(sheet_path, {"B": Document("B", "other")})
+    with pytest.raises(AppInputError, match="letters, digits"):
+        coder_columns("a b")
+    bad = tmp_path / "bad.xlsx"
+    bad.write_text("not a workbook")
+    with pytest.raises(AppInputError, match="cannot open as a workbook"):
+        ReviewSheet(bad, documents)
+
+
+# ------------------------------------------------------------------------------------------- the page (AppTest)
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+
+
+def open_in_page(sheet: Path, texts: Path, coder: str = ""):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    at.text_input(key="review_open_path").input(str(sheet))
+    at.text_input(key="review_open_papers").input(str(texts))
+    at.text_input(key="review_coder").input(coder)
+    at.button(key="review_open").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    return at
+
+
+def answers_shown(at) -> list[str]:
+    return [m.value.split("**")[1] for m in at.markdown if m.value.startswith("**") and " · q" in m.value]
+
+
+def test_page_review_mark_correct_add_and_reopen(tmp_path: Path, sheet_path: Path):
+    pytest.importorskip("streamlit")
+    import json
+
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text(json.dumps({"id": "A", "text": TEXT, "source_path": "/papers/A.pdf"}) + "\n")
+    at = open_in_page(sheet_path, texts)
+    assert answers_shown(at) == ["students", "caret", "random forests"]  # least sure first
+    rid = at.session_state["review_id"]
+    rows = {i.answer: i.row for i in ReviewSheet(sheet_path, {"A": Document("A", TEXT)}).items("A")}
+    at.radio(key=f"mark:{rid}:{rows['students']}").set_value("wrong").run()
+    at.radio(key=f"mark:{rid}:{rows['random forests']}").set_value("correct").run()
+    at.text_input(key=f"fix:{rid}:{rows['caret']}").input("caret 6.0").run()
+    assert any("not in the paper's text" in w.value for w in at.warning)
+    at.text_input(key=f"fix:{rid}:{rows['caret']}").input("the caret package").run()
+    at.text_area(key=f"add_text:{rid}").input("gradient boosting")
+    next(b for b in at.button if b.label == "Add the missed answer").click().run()
+    assert any("is not in the text of A" in e.value for e in at.error)
+    at.text_area(key=f"add_text:{rid}").input("Support vector machines")
+    next(b for b in at.button if b.label == "Add the missed answer").click().run()
+    assert not at.exception and any("Added to q1" in s.value for s in at.success)
+    assert "Support vector machines" in answers_shown(at)
+    assert "A (3 of 3 coded)" in at.selectbox(key=f"review_paper:{rid}").options
+
+    reopened = open_in_page(sheet_path, texts)  # a new session continues the coding from the file
+    rid = reopened.session_state["review_id"]
+    assert reopened.radio(key=f"mark:{rid}:{rows['students']}").value == "wrong"
+    assert reopened.radio(key=f"mark:{rid}:{rows['random forests']}").value == "correct"
+    assert reopened.text_input(key=f"fix:{rid}:{rows['caret']}").value == "the caret package"
+    second = open_in_page(sheet_path, texts, coder="2")  # a second coder starts blank in their own columns
+    rid = second.session_state["review_id"]
+    assert second.radio(key=f"mark:{rid}:{rows['students']}").value == "not coded"
+    assert any("mlpsych adapt --reader" in c.value for c in second.code)
