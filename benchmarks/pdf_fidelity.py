@@ -16,8 +16,9 @@ papers are also produced by real toolchains (``pdf_toolchains.py``): pdfLaTeX (t
 
 Part 2 (real PDFs): each published PDF is extracted once per backend and cleaned each configured way; per paper:
 
-- body recall: share of the word 8-grams of GROBID's TEI body found in the output (the TEI body without its
-  in-text citations when the cleaning removes citations, the whole TEI body when it keeps them);
+- body recall: share of the word 8-grams of GROBID's TEI body paragraphs found in the output (8-grams within a
+  paragraph: a heading, a float or a page break lies between two TEI paragraphs in the PDF; the paragraphs
+  without their in-text citations when the cleaning removes citations, whole when it keeps them);
 - reference leak: share of cited-work titles (4+ words, from the TEI's reference list, leaving out titles that
   the TEI body itself contains, e.g. a data set's name) still in the output;
 - statistics kept: distinct operator-decimal forms of the raw extraction ("p < .001", "β = −0.15") that are in the
@@ -247,8 +248,8 @@ def score_real(name: str, raw_pages: list[list[Line]], cleaned: CleanResult, raw
     tei = realpdfs / f"{name}.tei.xml"
     if tei.is_file():
         paragraphs, titles = tei_reference(tei, citations=not cleaned.report.get("citations"))
-        want = ngrams(" ".join(paragraphs))
-        recall = len(want & ngrams(cleaned.text)) / len(want) if want else 0.0
+        want = set().union(*(ngrams(p) for p in paragraphs))  # within paragraphs: what lies between them in
+        recall = len(want & ngrams(cleaned.text)) / len(want) if want else 0.0  # the PDF (headings, floats) differs
         flat, body = squash(cleaned.text), squash(" ".join(paragraphs))
         titles = [t for t in titles if squash(t) not in body]  # a data set named in the body is no leak
         leak = sum(squash(t) in flat for t in titles) / len(titles) if titles else 0.0

@@ -4,9 +4,10 @@ The paper this toolkit follows cleaned its Tika output by hand (headers, footnot
 citations, two-column order). A researcher with 200 PDFs cannot, so each of those steps is a rule here, each can be
 switched off, and each reports what it removed (``Document.meta["cleaning"]``) so a surprising result can be traced.
 
-Line-level steps (margins, headers, footnotes, captions, references) drop lines or cut pieces out of them, which keeps the page of every
-remaining character known; the text is then assembled (joining hyphenated line ends) while recording where each
-page starts; character-level steps (citations) go through :func:`apply_edits`, which moves the page ranges along.
+Line-level steps (margins, headers, footnotes, captions, references) drop lines or cut pieces out of them, which
+keeps the page of every remaining character known; the text is then assembled (joining hyphenated line ends)
+while recording where each page starts; character-level steps (citations) go through :func:`apply_edits`, which
+moves the page ranges along, and leave reported statistics untouched (:mod:`mlpsych.ingest.statforms`).
 """
 
 from __future__ import annotations
@@ -442,8 +443,9 @@ def assemble(pages: list[list[Line]], dehyphenate: bool) -> tuple[str, list[tupl
                 hyphen = _TRAILING_HYPHEN.search(tail) if dehyphenate and tail.endswith("-") else None
                 lead = _LEADING_WORD.match(text)
                 if hyphen and lead:
-                    # a compound on the left ("stay-at-" + "home") keeps its hyphen, and so does one on the right that
-                    # the paper writes elsewhere ("eight-" + "year-olds" beside "nine-year-olds"; not "scik-" + "it-learn")
+                    # a compound on the left ("stay-at-" + "home") keeps its hyphen, and so does one on the right
+                    # that the paper writes elsewhere ("eight-" + "year-olds" beside "nine-year-olds"; not "scik-" +
+                    # "it-learn")
                     right = _LEADING_COMPOUND.match(text)
                     compound = "-" in hyphen.group(1) or bool(right and vocab[right.group().lower()])
                     if _hyphen_decision(hyphen.group(2), lead.group(1), vocab, compound):

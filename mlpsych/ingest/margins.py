@@ -37,7 +37,8 @@ def _phrase(words: str) -> str:
 # can be trusted. The patterns below are written for that text: "24July2025", "Downloadedfromhttps://...".
 _DATE = (
     r"(?:[A-Z][a-z]{2},?)?"  # weekday
-    r"(?:\d{1,2}[A-Z][a-z]{2,8}\.?,?\d{4}|[A-Z][a-z]{2,8}\.?\d{1,2},\d{4}|\[?\d{1,2}/\d{1,2}/\d{4}\]?|\d{4}-\d{2}-\d{2})"
+    r"(?:\d{1,2}[A-Z][a-z]{2,8}\.?,?\d{4}|[A-Z][a-z]{2,8}\.?\d{1,2},\d{4}"  # 24July2025, July24,2025
+    r"|\[?\d{1,2}/\d{1,2}/\d{4}\]?|\d{4}-\d{2}-\d{2})"
     r"(?:,?\d{1,2}:\d{2}(?::\d{2})?(?:[AP]M)?(?:UTC|GMT)?)?"
 )
 _DOWNLOADED = (

@@ -4,9 +4,10 @@ Why: these are what social-science coders extract and quote, so cleaning must no
 cleaner drops any character-level edit (citations, space tidying) that overlaps one of these spans, and the tests
 and ``benchmarks/pdf_fidelity.py`` check that every form of the raw text is still in the cleaned text as printed.
 
-A form is an operator (=, <, >, ≤, ≥, ≈, ≠, ±, or "of" as in "AUC of .71") followed by a signed decimal, with the
-label right before it when there is one ("t(34)", "F(1, 98)", "χ²(2)", "η²p", "β", "OR"), or a bracketed interval
-of two decimals (of any two numbers after "CI"). Whitespace inside a form (a line break from the layout) counts as one space.
+A form is an operator (=, <, >, ≤, ≥, ≈, ≠, ±, or "of" as in "AUC of .71") followed by a signed decimal, with
+the label right before it when there is one ("t(34)", "F(1, 98)", "χ²(2)", "η²p", "β", "OR"), or a bracketed
+interval of two decimals (of any two numbers after "CI"). Whitespace inside a form (a line break from the
+layout) counts as one space.
 """
 
 from __future__ import annotations

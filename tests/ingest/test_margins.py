@@ -15,7 +15,8 @@ from mlpsych.ingest.margins import find_notices, remove_margins
 
 from .conftest import paper
 
-APA_COPYRIGHT = "This document is copyrighted by the American Psychological Association or one of its allied publishers."
+APA_COPYRIGHT = ("This document is copyrighted by the American Psychological Association or one of its allied "
+                 "publishers.")
 APA_PERSONAL = ("This article is intended solely for the personal use of the individual user and is not to be "
                 "disseminated broadly.")
 ROYAL = "Downloaded from https://royalsocietypublishing.org/ on 24 July 2025"
