@@ -9,12 +9,14 @@ downloads of all or the filtered rows. The cache is the CLI's, so a rerun is ins
 from __future__ import annotations
 
 import logging
+from contextlib import ExitStack
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from mlpsych.app import demo, logic, preflight, results, review, runner
-from mlpsych.estimate import ProgressTracker, format_seconds
+from mlpsych.estimate import LiveEstimate, ProgressTracker, format_seconds
 from mlpsych.cache import default_cache_dir
 
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -262,21 +264,21 @@ def run_section(papers, questions, options: dict) -> None:
         papers = saved.paths
     state.run_count = state.get("run_count", 0) + 1
     bar = st.progress(0.0, text="Checking the models, then reading the files…")
-    tracker: dict = {}
+    live: list[LiveEstimate] = []  # the estimate, once the papers are read and the run's plan is known
 
-    def on_start(documents, plan) -> None:
-        tracker["t"] = ProgressTracker(plan)
-        n = sum(map(runner.readable, documents))
-        bar.progress(0.0, text=f"{n} of {len(documents)} paper(s) read; answering questions…")
+    def show(tracker: ProgressTracker) -> None:
+        bar.progress(tracker.fraction(), text=tracker.describe())
 
-    def on_progress(event) -> None:
-        t = tracker["t"]
-        t.update(event)
-        bar.progress(t.fraction(), text=t.describe())
+    with ExitStack() as running, st.spinner("Running…"):
+        def on_start(documents, plan) -> None:
+            n = sum(d.readable for d in documents)
+            bar.progress(0.0, text=f"{n} of {len(documents)} paper(s) read; answering questions…")
+            tracker = ProgressTracker(plan, labels=logic.progress_labels(run_questions))
+            # redrawn every second until the run ends, so the time moves during a long paper
+            live.append(running.enter_context(LiveEstimate(tracker, show, attach=add_script_run_ctx)))
 
-    with st.spinner("Running…"):
         outcome = runner.run_papers(papers, run_questions, settings, cache_dir=options["cache_dir"],
-                                    on_progress=on_progress, on_start=on_start)
+                                    on_progress=lambda event: live[0].update(event), on_start=on_start)
     if outcome.error or outcome.nothing_read:  # the results section says what went wrong, in red
         bar.empty()
     else:

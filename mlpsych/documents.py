@@ -53,6 +53,11 @@ class Document:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def readable(self) -> bool:
+        """Read without a problem and with text to answer from (the papers a run's plan counts)."""
+        return self.ok and bool(self.text.strip())
+
     def page_at(self, offset: int) -> int | None:
         """1-based page number of a character offset, or None when the text has no page map."""
         if not self.pages:

@@ -11,6 +11,7 @@ import logging
 import platform
 import time
 from collections.abc import Iterator
+from itertools import accumulate
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -23,7 +24,7 @@ from mlpsych.documents import Document
 from mlpsych.errors import NormalizerUnavailable, one_line
 from mlpsych.models import ModelLoadError
 from mlpsych.normalize.llm import ListNormalizer
-from mlpsych.progress import ProgressCallback, ProgressEvent, Stage
+from mlpsych.progress import ProgressCallback, ProgressEvent, Stage, Unit
 from mlpsych.questions import QuestionSet, QuestionTemplate
 from mlpsych.reading.cost import flops
 from mlpsych.reading.merge import combine, merge_spans
@@ -156,30 +157,58 @@ class Pipeline:
         """The stages a run over ``n_papers`` readable papers reports, in order, with their units to do (done 0).
 
         A front end sizes its estimate from this before the first event, and learns every model of the run (the
-        LLM included) without knowing the defaults. Follow-up levels are planned as one unit per paper and
-        question; their real totals (fewer papers, more answer lists) arrive with their events.
+        LLM included) without knowing the defaults. A follow-up level's sub-questions exist only once the level
+        before it is answered: its entries are not ``counted`` until the run reports them (``_report_sizes``).
         """
+        planned: list[ProgressEvent] = []
+        for level in question_levels(self.questions):
+            follow_up = any(q.bridge_from for q in level)
+            planned += self._level_stages(level, None if follow_up else {q.id: n_papers for q in level}, n_papers)
+        return planned
+
+    def _level_stages(self, level: list[QuestionTemplate], units: dict[str, int] | None,
+                      n_papers: int) -> list[ProgressEvent]:
+        """One level's stages in the order they run: reads per paper for a first level; for a follow-up level
+        sub-questions per question (``units``: question id -> units, None while they are not known)."""
         from mlpsych.normalize.answers import choose_model
 
-        planned: list[ProgressEvent] = []
+        follow_up = any(q.bridge_from for q in level)
+        unit: Unit = "sub-question" if follow_up else "paper"
+
+        def size(ids: tuple[str, ...]) -> int:
+            return 0 if units is None else sum(units[q] for q in ids) if follow_up else n_papers
+
+        counted = units is not None
+        stages: list[ProgressEvent] = []
         small = self.settings.retrieval.cascade.model
-        for level in question_levels(self.questions):
-            cascaded = tuple(q.id for q in level if plan_for(q.retrieval, self.settings.retrieval) is not None)
-            if small and cascaded:  # the cascade's small reader reads first
-                planned.append(ProgressEvent("select", cascaded, small, 0, n_papers, "paper"))
-            for model in dict.fromkeys(m for q in level for m in q.models):
-                ids = tuple(q.id for q in level if model in q.models)
-                planned.append(ProgressEvent("read", ids, model, 0, n_papers, "paper"))
-            if not self.settings.llm.enabled:
-                continue
-            by_llm: dict[str, list[str]] = {}
-            for q in level:
-                if q.normalize:
-                    by_llm.setdefault(choose_model(q, self.settings.llm.model), []).append(q.id)
-            for llm, ids in by_llm.items():
-                batches = -(-len(ids) * n_papers // NORMALIZE_CHUNK)
-                planned.append(ProgressEvent("normalize", tuple(ids), llm, 0, batches, "batch"))
-        return planned
+        cascaded = tuple(q.id for q in level if plan_for(q.retrieval, self.settings.retrieval) is not None)
+        if small and cascaded:  # the cascade's small reader reads first
+            stages.append(ProgressEvent("select", cascaded, small, 0, size(cascaded), unit, counted=counted))
+        for model in dict.fromkeys(m for q in level for m in q.models):
+            ids = tuple(q.id for q in level if model in q.models)
+            stages.append(ProgressEvent("read", ids, model, 0, size(ids), unit, counted=counted))
+        if not self.settings.llm.enabled:
+            return stages
+        by_llm: dict[str, list[str]] = {}
+        for q in level:
+            if q.normalize:
+                by_llm.setdefault(choose_model(q, self.settings.llm.model), []).append(q.id)
+        for llm, ids in by_llm.items():
+            lists = 0 if units is None else sum(units[q] for q in ids)  # answer lists: one per question and paper
+            stages.append(ProgressEvent("normalize", tuple(ids), llm, 0, -(-lists // NORMALIZE_CHUNK), "batch",
+                                        counted=counted))
+        return stages
+
+    def _report_sizes(self, level: list[QuestionTemplate], units: list[_Unit], n_papers: int) -> None:
+        """A follow-up level's sub-questions now exist: report each of its stages with its size (``sizing``), so a
+        front end estimates the rest of the run from counted work instead of a guess."""
+        if not self.on_progress or not any(q.bridge_from for q in level):
+            return
+        per_question = {q.id: 0 for q in level}
+        for unit in units:
+            per_question[unit.question.id] += 1
+        for stage in self._level_stages(level, per_question, n_papers):
+            self._report(replace(stage, sizing=True))
 
     # -- reading -----------------------------------------------------------------------------------------
     def _query(self, question: QuestionTemplate, text: str, entity: str | None = None) -> Query:
@@ -289,8 +318,10 @@ class Pipeline:
         for i, unit in mine:
             by_doc.setdefault(unit.doc.id, []).append(i)
         units = dict(mine)
-        step = ProgressEvent(stage, tuple(dict.fromkeys(u.question.id for _, u in mine)), model, 0, len(by_doc),
-                             "paper")
+        follow_up = any(u.question.bridge_from for _, u in mine)  # counted in sub-questions, not papers
+        finished = [0, *accumulate(len(indices) if follow_up else 1 for indices in by_doc.values())]
+        step = ProgressEvent(stage, tuple(dict.fromkeys(u.question.id for _, u in mine)), model, 0, finished[-1],
+                             "sub-question" if follow_up else "paper")
         windowed = self._small_windowed if stage == "select" else self._windowed
         doing = f"{label} · {model.rstrip('/').split('/')[-1]}" + (" choosing windows" if stage == "select" else "")
         bar = tqdm(total=len(by_doc), desc=doing, unit="paper", disable=not self.progress)
@@ -313,17 +344,17 @@ class Pipeline:
                     waiting += cost
             if len(pending) >= PAPERS_PER_READ or waiting >= WINDOWS_PER_READ:
                 self._read_pending(reader, model, pending, spans, result, label,
-                                   replace(step, done=seen - len(pending)))
+                                   replace(step, done=finished[seen - len(pending)]))
                 waiting = 0
             if not pending:  # everything up to this paper is read and cached
                 bar.update(seen - bar.n)
-                self._report(replace(step, done=seen))
+                self._report(replace(step, done=finished[seen]))
         self._read_pending(reader, model, pending, spans, result, label,
-                           replace(step, done=len(by_doc) - len(pending)))
+                           replace(step, done=finished[len(by_doc) - len(pending)]))
         bar.update(len(by_doc) - bar.n)
         bar.close()
         if by_doc:
-            self._report(replace(step, done=len(by_doc)))
+            self._report(replace(step, done=finished[-1]))
 
     @staticmethod
     def _windows_to_read(reader: Reader, doc: Document, query: Query) -> int:
@@ -557,6 +588,7 @@ class Pipeline:
         rows: list[Answer] = []
         for level in question_levels(self.questions):
             units = self._units(level, docs, rows, result)
+            self._report_sizes(level, units, len(docs))
             label = ",".join(q.id for q in level)
             spans = self._read(units, result, label)
             level_units = []

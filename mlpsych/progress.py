@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Stage = Literal["read", "select", "normalize"]  # select: a cascade's small reader choosing windows
-Unit = Literal["paper", "batch"]
+Unit = Literal["paper", "sub-question", "batch"]  # a follow-up level reads sub-questions, not whole papers
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,10 @@ class ProgressEvent:
     """One step of a run: ``done`` of ``total`` units of a stage (one model's reading or one LLM's batches).
 
     ``loading`` is true just before the stage's model is loaded (the wait that follows is the load, not work);
-    ``questions`` are the question ids the stage answers (one level of the run).
+    ``questions`` are the question ids the stage answers (one level of the run). A follow-up level's size is not
+    known before the level it bridges from is answered: its plan entries have ``counted`` false (``total`` 0),
+    and once its sub-questions exist the pipeline reports each of its stages with ``sizing`` true (its real
+    ``total``, no work started yet).
     """
 
     stage: Stage
@@ -29,6 +32,8 @@ class ProgressEvent:
     total: int
     unit: Unit
     loading: bool = False
+    counted: bool = True
+    sizing: bool = False
 
     @property
     def key(self) -> tuple[Stage, tuple[str, ...], str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import textwrap
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -300,6 +301,12 @@ def template_yaml(questions: QuestionSet) -> str:
         path = Path(tmp) / "t.yaml"
         dump_question_set(questions, path)
         return path.read_text(encoding="utf-8")
+
+
+def progress_labels(questions: QuestionSet, width: int = 48) -> dict[str, str]:
+    """Question id -> its text cut to ``width`` characters: the progress line names what is being asked."""
+    return {q.id: textwrap.shorten(q.text.replace(PLACEHOLDER, "…"), width, placeholder=" …")
+            for q in questions.questions}
 
 
 def question_label(question) -> str:

@@ -42,11 +42,7 @@ class RunOutcome:
     @property
     def nothing_read(self) -> bool:
         """Papers were given but none has text to answer from: a run with nothing to show or download."""
-        return self.result is not None and not any(readable(d) for d in self.documents)
-
-
-def readable(document: Document) -> bool:
-    return document.ok and bool(document.text.strip())
+        return self.result is not None and not any(d.readable for d in self.documents)
 
 
 def run_models(plan: list[ProgressEvent]) -> dict[str, str]:
@@ -98,7 +94,7 @@ def run_papers(
         if outcome.error is None:
             outcome.documents = load_documents(papers, pdf_backend=pdf_backend, progress=False)
             if on_start:
-                on_start(outcome.documents, pipeline.plan(sum(map(readable, outcome.documents))))
+                on_start(outcome.documents, pipeline.plan(sum(d.readable for d in outcome.documents)))
             outcome.result = pipeline.run(outcome.documents)
     except (FileNotFoundError, ValueError) as error:
         outcome.error = str(error).splitlines()[0] if str(error) else type(error).__name__

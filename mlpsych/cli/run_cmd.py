@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -131,14 +133,16 @@ def run(args: argparse.Namespace) -> int:
     from mlpsych.coding.adapt import AdaptError, use_adapted
     from mlpsych.coding.confidence import Calibrator
     from mlpsych.engines import EngineError, get_engine
+    from mlpsych.estimate import format_seconds
     from mlpsych.export import WRITERS, write_result
     from mlpsych.models import ModelLoadError
     from mlpsych.questions import QuestionFileError, load_question_sets
 
+    started = time.monotonic()
     if args.out.suffix.lower() not in WRITERS:
         raise UserError(f"--out {args.out}: use a .xlsx, .csv or .jsonl file name")
     try:
-        engine = get_engine(args.engine, address=args.address, workers=args.workers)
+        get_engine(args.engine, address=args.address, workers=args.workers)  # a bad combination fails first
     except EngineError as error:
         raise UserError(str(error)) from None
     try:
@@ -162,8 +166,14 @@ def run(args: argparse.Namespace) -> int:
         Calibrator.load(settings.answers.calibrator)  # a bad file fails now, not after the reading
     except ValueError as error:
         raise UserError(f"--calibrator: {error}") from None
+    line = None if args.no_progress or args.engine != "local" else progress_line(questions, settings, documents,
+                                                                                  args.cache)
     try:
-        result = engine.run(questions, settings, documents, args.cache, progress=not args.no_progress)
+        engine = get_engine(args.engine, address=args.address, workers=args.workers,
+                            on_progress=line.update if line else None)
+        with line or nullcontext():  # one overall line instead of the pipeline's bar per stage
+            result = engine.run(questions, settings, documents, args.cache,
+                                progress=not args.no_progress and line is None)
     except ModelLoadError as error:
         raise UserError(f"{error} (finished work is kept in the cache)") from None
     except EngineError as error:
@@ -171,8 +181,23 @@ def run(args: argparse.Namespace) -> int:
     write_result(result, args.out)
     failed = [d for d in result.errors]
     answered = sum(1 for a in result.answers if a.final)
-    print(f"{len(documents)} papers, {answered} answers -> {args.out}"
+    print(f"{len(documents)} papers, {answered} answers -> {args.out} in {format_seconds(time.monotonic() - started)}"
           + (f" ({len(failed)} papers with problems: see the status column)" if failed else ""))
     for warning in result.info.get("warnings", []):
         print(f"note: {warning}")
     return 0
+
+
+def progress_line(questions: QuestionSet, settings: RunSettings, documents: list, cache_dir: Path | None):
+    """The run's overall progress line, sized by the pipeline's own plan for the papers that have text."""
+    from mlpsych.cache import ResultCache
+    from mlpsych.cli.progress_line import ProgressLine
+    from mlpsych.estimate import ProgressTracker
+    from mlpsych.pipeline import Pipeline
+
+    cache = ResultCache(cache_dir)
+    try:
+        plan = Pipeline(questions, settings, cache, progress=False).plan(sum(d.readable for d in documents))
+    finally:
+        cache.close()
+    return ProgressLine(ProgressTracker(plan))

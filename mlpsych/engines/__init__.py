@@ -14,6 +14,7 @@ from mlpsych.errors import EngineError
 if TYPE_CHECKING:
     from mlpsych.documents import Document
     from mlpsych.pipeline import RunResult
+    from mlpsych.progress import ProgressCallback
     from mlpsych.questions import QuestionSet
     from mlpsych.settings import RunSettings
 
@@ -36,14 +37,16 @@ class Engine(Protocol):
     ) -> RunResult: ...
 
 
-def get_engine(name: str = "local", *, address: str | None = None, workers: int | None = None) -> Engine:
-    """The engine called ``name``; ``address`` and ``workers`` only mean something to the Ray engine."""
+def get_engine(name: str = "local", *, address: str | None = None, workers: int | None = None,
+               on_progress: ProgressCallback | None = None) -> Engine:
+    """The engine called ``name``; ``address`` and ``workers`` only mean something to the Ray engine, progress
+    events (``on_progress``) only to the local one (Ray's workers report papers done with their own bar)."""
     if name == "local":
         if address or workers:
             raise EngineError("--address and --workers need --engine ray")
         from mlpsych.engines.local import LocalEngine
 
-        return LocalEngine()
+        return LocalEngine(on_progress)
     if name == "ray":
         from mlpsych.engines.ray_engine import RayEngine
 

@@ -96,8 +96,14 @@ def test_the_pipeline_reports_typed_events_matching_its_plan(tmp_path, tiny_ques
     (plan,) = plans
     assert [e.key for e in plan] == list(dict.fromkeys(e.key for e in events))  # every stage planned, in order
     assert {e.stage for e in events} == {"read", "normalize"}
-    reads = [e for e in events if e.stage == "read" and not e.loading]
-    assert all(e.unit == "paper" and 0 < e.done <= e.total <= 2 for e in reads)
+    reads = [e for e in events if e.stage == "read" and not e.loading and not e.sizing]
+    assert all(e.unit == "paper" and 0 < e.done <= e.total <= 2 for e in reads if e.questions == ("q1",))
+    assert [(e.questions, e.counted) for e in plan if e.stage == "read"][-1] == (("q4",), False)  # counted later
+    (size,) = [e for e in events if e.sizing]
+    follow_ups = [e for e in reads if e.questions == ("q4",)]
+    assert size.questions == ("q4",) and size.unit == "sub-question" and size.total > 2
+    assert events.index(size) < events.index(follow_ups[0]) and follow_ups[-1].done == size.total
+    assert all(e.unit == "sub-question" and e.total == size.total for e in follow_ups)
     assert any(e.loading for e in events)  # a model load is announced before the wait
     llm = [e for e in events if e.stage == "normalize"]
     assert llm[0].done == 0 and llm[-1].done == llm[-1].total and all(e.unit == "batch" for e in llm)
