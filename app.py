@@ -334,6 +334,11 @@ def results_section() -> None:
         st.dataframe(status, hide_index=True, width="stretch")
         return
     info = result.info
+    if info.get("demo_models"):
+        st.warning(f"**Demo answers, not real ones.** These were read by the tiny random-weight demo models, so they "
+                   "are meaningless text from the papers; they only show how the app works. The downloads say so in "
+                   "their name and run sheet. For real answers, run the real models (see the model check above or "
+                   "the sidebar's question file).", icon="⚠️")
     hits, misses = info.get("cache_hits", 0), info.get("cache_misses", 0)
     st.caption(f"{len(result.documents)} paper(s) in {format_seconds(outcome.seconds)}; "
                f"cache: {hits} reused, {misses} computed ({info.get('cache', '')})")
@@ -387,16 +392,16 @@ def answers_section(result, status) -> None:
     downloads = state.get("downloads") or {}
     one, two, three = st.columns(3)
     if ".xlsx" in downloads:
-        one.download_button("Download all: XLSX (all sheets, coder columns)", downloads[".xlsx"], "results.xlsx",
-                            mime=XLSX_MIME, key="download_xlsx")
+        one.download_button("Download all: XLSX (all sheets, coder columns)", downloads[".xlsx"],
+                            results.download_name(result, ".xlsx"), mime=XLSX_MIME, key="download_xlsx")
     if ".csv" in downloads:
-        two.download_button("Download all: CSV (answers)", downloads[".csv"], "results.csv", mime="text/csv",
-                            key="download_csv")
+        two.download_button("Download all: CSV (answers)", downloads[".csv"], results.download_name(result, ".csv"),
+                            mime="text/csv", key="download_csv")
     if chosen.active:
         three.download_button(f"Download filtered: XLSX ({len(shown)} answers)",
                               results.download_bytes(results.filtered_result(result, chosen), ".xlsx"),
-                              "results-filtered.xlsx", mime=XLSX_MIME, key="download_filtered",
-                              disabled=shown.empty)
+                              results.download_name(result, ".xlsx", filtered=True), mime=XLSX_MIME,
+                              key="download_filtered", disabled=shown.empty)
     else:
         three.caption("The filters above apply to a 'Download filtered' button here.")
 

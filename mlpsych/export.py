@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mlpsych.answers import Answer
+from mlpsych.models import DEMO_NOTE
 from mlpsych.pipeline import RunResult, isolated
 
 log = logging.getLogger(__name__)
@@ -134,9 +135,11 @@ def frequency_rows(result: RunResult) -> list[dict]:
 
 
 def run_rows(result: RunResult) -> list[tuple[str, str]]:
+    """The run sheet: what produced the answers (versions, models, settings, questions), a demo run's note first."""
     info = dict(result.info)
     settings = info.pop("settings", {})
-    rows = [(k, ", ".join(map(str, v)) if isinstance(v, list) else str(v)) for k, v in info.items()]
+    rows = [("NOTE", DEMO_NOTE)] if info.get("demo_models") else []
+    rows += [(k, ", ".join(map(str, v)) if isinstance(v, list) else str(v)) for k, v in info.items()]
     rows += [(f"setting {k}", str(v)) for k, v in settings.items()]
     rows += [(f"question {q.id}", f"{q.text} | models: {', '.join(q.models)} | top_k {q.top_k}")
              for q in result.questions.in_run_order()]

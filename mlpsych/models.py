@@ -15,6 +15,17 @@ from mlpsych.hub import OFFLINE_HELP, offline_unless_reachable
 log = logging.getLogger(__name__)
 
 
+# Written by mlpsych.dev.tiny into every random-weight model it builds (the demo models of the app and the tests).
+RANDOM_WEIGHTS_MARKER = "mlpsych_tiny.json"
+DEMO_NOTE = ("demo answers: read by random-weight models built by mlpsych (the tiny demo models), so they are "
+             "meaningless; they only show how the tool works")
+
+
+def is_random_weights(model: str) -> bool:
+    """A model built with random weights by ``mlpsych dev tiny-models``: what it reads is no answer."""
+    return (Path(model) / RANDOM_WEIGHTS_MARKER).is_file()
+
+
 def pick_device(requested: str = "auto") -> str:
     """``auto`` takes CUDA, then Apple's MPS, then the CPU; an explicit device must exist."""
     import torch

@@ -22,7 +22,7 @@ from mlpsych.answers import Answer, Span
 from mlpsych.cache import ResultCache, make_key, model_fingerprint
 from mlpsych.documents import Document
 from mlpsych.errors import NormalizerUnavailable, one_line
-from mlpsych.models import ModelLoadError
+from mlpsych.models import ModelLoadError, is_random_weights
 from mlpsych.normalize.llm import ListNormalizer
 from mlpsych.progress import ProgressCallback, ProgressEvent, Stage, Unit
 from mlpsych.questions import QuestionSet, QuestionTemplate
@@ -662,6 +662,8 @@ class Pipeline:
             "questions": self.questions.source,
             "models": sorted({m for q in self.questions.questions for m in q.models}),
             "adapted_readers": self._adapted(),
+            # random-weight models (the demo's): their answers are meaningless, and the front ends and sheets say so
+            "demo_models": sorted({e.model for e in self.plan(1) if is_random_weights(e.model)}),
             "settings": self.settings.describe(),
             # "auto" differs between machines (bf16 where the CPU has it): what the readers ran in, to reproduce
             "reader_dtype": self.settings.reader.cache_fields()["dtype"],

@@ -126,6 +126,13 @@ def duplicate_names(documents: list[Document]) -> list[str]:
             for group in by_stem.values() if len(group) > 1]
 
 
+def download_name(result: RunResult, suffix: str, filtered: bool = False) -> str:
+    """The download's file name; a run of the random-weight demo models says so, so the file is never taken for
+    real answers once it has left the page."""
+    demo = "-DEMO-random-models" if result.info.get("demo_models") else ""
+    return f"results{'-filtered' if filtered else ''}{demo}{suffix}"
+
+
 def download_bytes(result: RunResult, suffix: str) -> bytes:
     """The run written by the project's exporter (same files as ``mlpsych run --out``) as bytes."""
     from mlpsych.export import write_result

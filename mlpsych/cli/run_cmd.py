@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     from mlpsych.engines import EngineError, get_engine
     from mlpsych.estimate import format_seconds
     from mlpsych.export import WRITERS, write_result
-    from mlpsych.models import ModelLoadError
+    from mlpsych.models import DEMO_NOTE, ModelLoadError
     from mlpsych.questions import QuestionFileError, load_question_sets
 
     started = time.monotonic()
@@ -183,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
     answered = sum(1 for a in result.answers if a.final)
     print(f"{len(documents)} papers, {answered} answers -> {args.out} in {format_seconds(time.monotonic() - started)}"
           + (f" ({len(failed)} papers with problems: see the status column)" if failed else ""))
+    if result.info.get("demo_models"):
+        print(f"note: {DEMO_NOTE}")
     for warning in result.info.get("warnings", []):
         print(f"note: {warning}")
     return 0

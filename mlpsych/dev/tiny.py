@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mlpsych.models import RANDOM_WEIGHTS_MARKER
+
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
@@ -49,7 +51,7 @@ QA_FAMILIES: tuple[str, ...] = tuple(f for f in FAMILIES if f != "llama")
 
 # Bumped whenever the builder output changes, so a cached directory from an older builder is rebuilt.
 BUILD_VERSION = 1
-MARKER_FILE = "mlpsych_tiny.json"
+MARKER_FILE = RANDOM_WEIGHTS_MARKER
 WEIGHTS_FILE = "model.safetensors"
 MODEL_MAX_LENGTH = 512
 VOCAB_SIZE = 1000

@@ -325,3 +325,21 @@ def test_upload_run_overview_filter_download_rerun(tmp_path, tiny_questions, exa
     again = [c for c in captions(at) if "cache:" in c][0]
     assert " 0 computed" in again
     assert len(results(at)) == len(table)
+
+
+def test_demo_answers_are_labelled_on_the_page_and_in_the_downloads(tmp_path, tiny_questions, examples_dir):
+    from mlpsych.app import results as results_module
+    from mlpsych.models import DEMO_NOTE
+
+    at = page(tmp_path, tiny_questions)  # the tiny random-weight models, as the demo button sets them
+    at.multiselect(key="picked_questions").set_value(["q1"])
+    upload(at, example_files(examples_dir)[:1])
+    at.button(key="run").click()
+    at.run()
+    assert not at.exception and not at.error
+    banner = [w.value for w in at.warning if "Demo answers, not real ones" in w.value]
+    assert len(banner) == 1 and "random-weight" in banner[0]
+    outcome = at.session_state["outcome"]
+    assert results_module.download_name(outcome.result, ".xlsx") == "results-DEMO-random-models.xlsx"
+    book = load_workbook(io.BytesIO(at.session_state["downloads"][".xlsx"]))
+    assert next(book["run"].iter_rows(min_row=2, max_row=2, values_only=True)) == ("NOTE", DEMO_NOTE)

@@ -108,3 +108,15 @@ def test_download_bytes_are_the_exporters_files(tmp_path):
     assert csv_text.splitlines()[0].startswith("paper_id,source_file,question_id")
     with pytest.raises(ValueError):
         results.download_bytes(result, ".ods")
+
+
+def test_a_demo_run_says_so_in_the_file_name_and_first_in_the_run_sheet():
+    from mlpsych.export import run_rows
+    from mlpsych.models import DEMO_NOTE
+
+    real, demo = _result(), _result()
+    demo.info["demo_models"] = ["/tmp/tiny/deberta-v2"]
+    assert results.download_name(real, ".xlsx") == "results.xlsx"
+    assert results.download_name(demo, ".csv") == "results-DEMO-random-models.csv"
+    assert results.download_name(demo, ".xlsx", filtered=True) == "results-filtered-DEMO-random-models.xlsx"
+    assert run_rows(demo)[0] == ("NOTE", DEMO_NOTE) and all(k != "NOTE" for k, _ in run_rows(real))
