@@ -249,8 +249,26 @@ def run_section(papers, questions, options: dict) -> None:
             st.info(note)
     pressed = st.button("Run", type="primary", disabled=not ready, key="run")
     demo_asked = state.pop("autorun", False)  # the demo button's run, once
-    if not (pressed or (ready and demo_asked)):
-        return
+    if pressed or (ready and demo_asked):
+        run(papers, run_questions, settings, options)
+    outcome = state.get("outcome")
+    if outcome is not None and outcome.error:  # right below the button, where the eye is after pressing it
+        with st.container(key="run_failure"):
+            failed(outcome)
+        if state.pop("scroll_to_failure", False):
+            scroll_into_view("run_failure")
+
+
+def scroll_into_view(key: str) -> None:
+    """Brings the container with this key into view once (a failure below the fold is a failure unseen)."""
+    from streamlit.components.v1 import html
+
+    html(f"""<script>window.parent.document.querySelector(".st-key-{key}")
+             ?.scrollIntoView({{behavior: "smooth", block: "center"}});</script>""", height=0)
+
+
+def run(papers, run_questions, settings, options: dict) -> None:
+    """One run from the page: save uploads, run with the live estimate in the bar, keep the outcome in the state."""
     if papers and isinstance(papers[0], tuple):  # uploads: save them now under safe names
         if "upload_root" not in state:
             state.upload_root = logic.new_upload_folder()
@@ -284,6 +302,7 @@ def run_section(papers, questions, options: dict) -> None:
     else:
         bar.progress(1.0, text=f"Finished in {format_seconds(outcome.seconds)}")
     state.outcome = outcome
+    state.scroll_to_failure = bool(outcome.error)
     state.downloads = None
     for key in ("filter_q", "filter_p", "filter_text"):  # a new run starts unfiltered
         state.pop(key, None)
@@ -323,7 +342,7 @@ def results_section() -> None:
         return
     st.subheader("4 · Results")
     if outcome.error:
-        failed(outcome)
+        st.caption("No results: the run's problem is shown under the Run button above.")
     result = outcome.result
     if result is None:
         return

@@ -343,3 +343,26 @@ def test_demo_answers_are_labelled_on_the_page_and_in_the_downloads(tmp_path, ti
     assert results_module.download_name(outcome.result, ".xlsx") == "results-DEMO-random-models.xlsx"
     book = load_workbook(io.BytesIO(at.session_state["downloads"][".xlsx"]))
     assert next(book["run"].iter_rows(min_row=2, max_row=2, values_only=True)) == ("NOTE", DEMO_NOTE)
+
+
+def test_a_run_that_cannot_start_says_so_right_below_the_run_button_and_scrolls_there(tmp_path, examples_dir):
+    questions = tmp_path / "hub.yaml"
+    questions.write_text("questions:\n  - id: q1\n    text: Which methods were used?\n"
+                         "    models: [mlpsych-test/no-such-reader-squad2]\n", encoding="utf-8")
+    at = page(tmp_path, questions)
+    upload(at, example_files(examples_dir)[:1])
+    at.button(key="run").click()
+    at.run()
+
+    def below_run_button() -> list:
+        items = list(at.main.children.values())
+        start = next(i for i, e in enumerate(items) if getattr(e, "key", None) == "run") + 1
+        return [e for e in items[start:] if e.type != "empty"]  # (the emptied progress bar)
+
+    failure, scroll, *_ = below_run_button()
+    assert failure.key == "run_failure" and failure.error[0].value.startswith("The run did not start")
+    assert failure.button(key="demo").label == "Run the tiny demo models on the same papers"
+    assert scroll.type == "iframe" and "scrollIntoView" in scroll.proto.srcdoc  # brought into view at 1400x1000
+    at.run()  # any later rerun: the message stays where it was, the page is not moved again
+    failure, after, *_ = below_run_button()
+    assert failure.key == "run_failure" and after.type != "iframe"
