@@ -304,8 +304,6 @@ def run(papers, run_questions, settings, options: dict) -> None:
     state.outcome = outcome
     state.scroll_to_failure = bool(outcome.error)
     state.downloads = None
-    for key in ("filter_q", "filter_p", "filter_text"):  # a new run starts unfiltered
-        state.pop(key, None)
     if outcome.result is not None and not outcome.nothing_read:
         state.downloads = {suffix: results.download_bytes(outcome.result, suffix) for suffix in (".xlsx", ".csv")}
 
@@ -382,6 +380,10 @@ def answers_section(result, status) -> None:
     unanswered = [q for q in ids if q not in set(table["question_id"])]
     if unanswered:
         st.caption("No answer in any paper: " + ", ".join(unanswered))
+    # The filters stay and apply to a new run (a filter cleared in the state alone stays in the browser's box);
+    # questions and papers the new run does not have are dropped from them.
+    state.filter_q = [q for q in state.get("filter_q", []) if q in ids]
+    state.filter_p = [p for p in state.get("filter_p", []) if p in set(status["paper"])]
     left, middle, right = st.columns(3)
     chosen = results.ResultFilter(
         tuple(left.multiselect("Question", ids, key="filter_q")),

@@ -366,3 +366,30 @@ def test_a_run_that_cannot_start_says_so_right_below_the_run_button_and_scrolls_
     at.run()  # any later rerun: the message stays where it was, the page is not moved again
     failure, after, *_ = below_run_button()
     assert failure.key == "run_failure" and after.type != "iframe"
+
+
+def test_filters_left_on_screen_apply_to_the_next_run(tmp_path, tiny_questions, examples_dir):
+    at = page(tmp_path, tiny_questions)
+    at.multiselect(key="picked_questions").set_value(["q1"])
+    files = example_files(examples_dir)[:2]
+    upload(at, files)
+    at.button(key="run").click()
+    at.run()
+    table = results(at)
+    word = max(" ".join(table["answer"]).split(), key=len)  # a word some answers hold, not all of them
+    at.text_input(key="filter_text").input(word)
+    at.multiselect(key="filter_q").set_value(["q1"])
+    at.run()
+    assert 0 < len(results(at)) < len(table)
+    at.multiselect(key="picked_questions").set_value(["q3"])  # a new run with another question
+    at.button(key="run").click()
+    at.run()
+    assert not at.exception
+    # what the box says is what the table shows: the text still filters, the question no longer asked is dropped
+    assert at.text_input(key="filter_text").value == word and at.multiselect(key="filter_q").value == []
+    shown = results(at)
+    assert set(shown["question_id"]) <= {"q3"}
+    assert all(word.casefold() in " ".join(map(str, row)).casefold()
+               for row in shown[["answer", "evidence", "technique"]].itertuples(index=False))
+    (summary,) = [c for c in captions(at) if c.endswith(" answers") and " of " in c]
+    assert summary.startswith(f"{len(shown)} of ")
