@@ -31,11 +31,8 @@ def sidebar() -> dict:
     side = st.sidebar
     side.header("Settings")
     presets = logic.preset_choices()
-    preset = side.radio("Preset", list(presets), key="preset",
-                        format_func=lambda n: {"paper": "paper: the best answers (GPU)",
-                                               "fast": "fast: quick on a laptop CPU",
-                                               "reference": "reference: the paper's code, to replicate it (GPU)"
-                                               }.get(n, n),
+    gpu = logic.has_accelerator()
+    preset = side.radio("Preset", list(presets), key="preset", format_func=lambda n: logic.preset_label(n, gpu),
                         help="\n\n".join(f"**{n}**: {d}" for n, d in presets.items()))
     side.caption(presets[preset])
     device = side.selectbox("Device", ["auto", "cpu", "cuda", "mps"], key="device",
@@ -116,17 +113,22 @@ def questions_section(question_file: str):
     except logic.AppInputError as error:
         st.error(str(error))
         return None
-    if questions.description:
-        st.caption(questions.description)
+    from_file = choices[label] == question_file
+    if from_file or questions.description:  # what the chosen template is, and where it comes from
+        where = f"From the question file set in the sidebar ({question_file}). " if from_file else ""
+        st.caption(where + (questions.description or ""))
     typed = state.get("typed_questions", {}).get(choices[label], [])
     for entry in typed:
         questions = logic.with_question(questions, entry)
-    if typed:
-        st.caption("Also asked in this run (not saved): " + ", ".join(e["id"] for e in typed))
+    saved = state.get("typed_saved", {}).get(choices[label], {})  # id -> the file it was saved in since
+    if any(e["id"] not in saved for e in typed):
+        st.caption("Also asked in this run (not saved): " + ", ".join(e["id"] for e in typed if e["id"] not in saved))
+    if saved:
+        st.caption("Also asked in this run: " + ", ".join(f"{q} (saved in {name})" for q, name in saved.items()))
     labels = {q.id: logic.question_label(q) for q in questions.in_run_order()}
     state.picked_questions = [q for q in state.get("picked_questions", []) if q in labels]
     picked = st.multiselect("Questions to answer (empty = all)", list(labels), format_func=labels.get,
-                            key="picked_questions")
+                            key="picked_questions", placeholder=f"All {len(labels)} questions of the template")
     if any(questions.get(q).experimental for q in (picked or labels)):
         st.caption("Questions marked *experimental* have not been measured on hand-coded papers yet: "
                    "check their answers before relying on them.")
@@ -187,14 +189,19 @@ def custom_questions_form(current, source: str) -> None:
                 top_k=int(state.form_top_k), allow_empty=state.form_allow_empty, merge=state.form_merge,
                 bridge_from=state.form_bridge, based_on=current.get(start) if start != NEW else None)
             try:
+                typed = state.setdefault("typed_questions", {}).setdefault(source, [])
+                saved = state.setdefault("typed_saved", {}).setdefault(source, {})
                 if used:
                     logic.with_question(current, entry)  # checked against the template it joins
-                    typed = state.setdefault("typed_questions", {}).setdefault(source, [])
                     typed[:] = [e for e in typed if e["id"] != entry["id"]] + [entry]
+                    saved.pop(entry["id"], None)
                     state.flash = f"{entry['id']} is asked in the next run (not saved)."
                 else:
                     path = logic.template_path(name, folder)
                     result = logic.save_question(entry, path, context=current)
+                    if any(e["id"] == entry["id"] for e in typed):  # asked in this run: now as saved
+                        typed[:] = [e for e in typed if e["id"] != entry["id"]] + [entry]
+                        saved[entry["id"]] = path.name
                     state.flash = (f"Saved {entry['id']} in {path} ({len(result.questions)} question(s)); pick "
                                    f"'{path.stem} (mine)' in the template list.")
             except logic.AppInputError as error:

@@ -535,7 +535,10 @@ def write_tiny_question_file(out_dir: Path, models: dict[str, Path]) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "questions.yaml"
-    dump_question_set(source.model_copy(update={"questions": questions, "name": f"{source.name}-tiny"}), path)
+    description = (f"The {source.name} library's questions read by tiny random-weight models built on this machine "
+                   "(the demo models): their answers are meaningless; they show how the tool works, offline.")
+    dump_question_set(source.model_copy(update={"questions": questions, "name": f"{source.name}-tiny",
+                                                "description": description}), path)
     load_question_set(path)  # validates what was written
     return path
 

@@ -136,13 +136,13 @@ def check_pdf_header(head: bytes) -> None:
     """Raise a 'not a PDF' status naming what the file looks like when ``%PDF-`` is missing."""
     if b"%PDF-" in head:
         return
-    raise IngestError(f"not a PDF (file starts with {describe_bytes(head)})")
+    raise IngestError(f"not a PDF (it is {describe_bytes(head)})")
 
 
 def describe_bytes(head: bytes) -> str:
-    """Human words for the start of a file: a known signature or its first printable characters."""
+    """Human words for what a file's first bytes show: a known signature, plain text or an unknown kind."""
     signatures = (
-        (b"PK\x03\x04", "a ZIP archive (DOCX/ODT? rename it to its real extension)"),
+        (b"PK\x03\x04", "a ZIP archive: a DOCX or ODT file? give it its real extension"),
         (b"\x89PNG", "a PNG image"),
         (b"\xff\xd8\xff", "a JPEG image"),
         (b"GIF8", "a GIF image"),
@@ -154,10 +154,12 @@ def describe_bytes(head: bytes) -> str:
             return words
     stripped = head.lstrip().lower()
     if stripped.startswith((b"<!doctype html", b"<html")):
-        return "HTML (a web page saved with a .pdf name?)"
-    preview = head[:16].decode("latin-1")
-    preview = "".join(ch if ch.isprintable() else "." for ch in preview)
-    return repr(preview)
+        return "HTML: a web page saved with a .pdf name?"
+    # the bytes themselves are never shown: they mean nothing to a reader and may be anything
+    text = head.decode("utf-8", errors="replace").rstrip("\ufffd")  # (a character cut at the end is fine)
+    if text.strip() and all(ch.isprintable() or ch.isspace() for ch in text) and "\ufffd" not in text:
+        return "plain text: a text file saved with a .pdf name?"
+    return "binary content of an unknown kind"
 
 
 # ------------------------------------------------------------------------------------------------------ text files
@@ -202,7 +204,7 @@ def read_text_file(path: Path) -> tuple[str, list[str]]:
     if not data.strip():
         raise IngestError("empty file")
     if _looks_binary(data[:4096]):
-        raise IngestError(f"not a text file (binary content, starts with {describe_bytes(data[:64])})")
+        raise IngestError(f"not a text file (it is {describe_bytes(data[:64])})")
     for encoding in ("utf-8-sig", "utf-16"):
         if encoding == "utf-16" and not data.startswith(_UTF16_BOMS):
             continue

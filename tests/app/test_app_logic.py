@@ -264,3 +264,24 @@ def test_readme_shows_a_small_screenshot_of_a_finished_run():
     shot = repo / "docs" / "app-finished-run.png"
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size < 200_000
     assert "(docs/app-finished-run.png)" in (repo / "README.md").read_text(encoding="utf-8")
+
+
+def test_progress_names_the_questions_not_the_models():
+    from mlpsych.estimate import ProgressTracker
+    from mlpsych.progress import ProgressEvent
+    from mlpsych.questions import load_question_set
+
+    labels = logic.progress_labels(load_question_set("mlpsych"))
+    assert labels["q1"] == "What machine learning or natural language …" and labels["q4"] == "What was … used for?"
+    tracker = ProgressTracker([ProgressEvent("read", ("q4",), "/tmp/tiny/deberta-v2", 0, 3, "sub-question")],
+                              labels=labels)
+    tracker.update(ProgressEvent("read", ("q4",), "/tmp/tiny/deberta-v2", 1, 3, "sub-question"))
+    assert tracker.describe().startswith("answering q4 (What was … used for?): sub-question 1 of 3 · about ")
+    assert "deberta" not in tracker.describe()
+
+
+def test_preset_labels_say_gpu_only_where_there_is_one():
+    assert logic.preset_label("paper", gpu=True) == "paper: the best answers (GPU)"
+    assert logic.preset_label("fast", gpu=True) == "fast: quick on a laptop CPU"
+    assert logic.preset_label("reference", gpu=False) == ("reference: the paper's code, to replicate it "
+                                                          "(without a GPU, 5-12 min per paper)")

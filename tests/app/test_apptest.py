@@ -4,6 +4,7 @@ and its ways forward, honest progress, the question form, results for coders, a 
 from __future__ import annotations
 
 import io
+import re
 import time
 from pathlib import Path
 
@@ -83,8 +84,8 @@ def test_page_loads_and_states_limits(tmp_path):
     assert any("200 MB" in c for c in captions(at))
     assert "200 MB" in at.file_uploader(key="uploads").label
     assert at.button(key="run").disabled  # nothing uploaded yet
-    assert at.sidebar.radio(key="preset").options == ["paper: the best answers (GPU)", "fast: quick on a laptop CPU",
-                                                      "reference: the paper's code, to replicate it (GPU)"]
+    assert [o.split(" (")[0] for o in at.sidebar.radio(key="preset").options] == [
+        "paper: the best answers", "fast: quick on a laptop CPU", "reference: the paper's code, to replicate it"]
     assert any("mlpsych (library)" == o for o in at.selectbox(key="template").options)
 
 
@@ -393,3 +394,51 @@ def test_filters_left_on_screen_apply_to_the_next_run(tmp_path, tiny_questions, 
                for row in shown[["answer", "evidence", "technique"]].itertuples(index=False))
     (summary,) = [c for c in captions(at) if c.endswith(" answers") and " of " in c]
     assert summary.startswith(f"{len(shown)} of ")
+
+
+def test_presets_say_what_they_cost_on_a_machine_without_a_gpu(tmp_path):
+    from mlpsych.app.logic import has_accelerator
+
+    if has_accelerator():
+        pytest.skip("this machine has a GPU: the presets say which need one")
+    options = page(tmp_path).sidebar.radio(key="preset").options
+    assert not any("GPU)" in o and "without a GPU" not in o for o in options), options  # no "(GPU)" where none is
+    assert options[0] == "paper: the best answers (without a GPU, 10 min or more per paper)"
+    assert all(re.search(r"\d+ (s|min|min or more) per paper\)$", o) for o in options), options
+
+
+def test_a_saved_question_is_no_longer_listed_as_not_saved(tmp_path):
+    at = page(tmp_path)
+    at.text_input(key="form_id").input("n")
+    at.text_area(key="form_text").input("How many participants took part?")
+    at.button(key=USE).click()
+    at.run()
+    assert "Also asked in this run (not saved): n" in captions(at)
+    at.button(key=SAVE).click()
+    at.run()
+    assert not at.error, [e.value for e in at.error]
+    assert not any("(not saved)" in c for c in captions(at))
+    assert "Also asked in this run: n (saved in my-questions.yaml)" in captions(at)
+    assert (tmp_path / "templates" / "my-questions.yaml").is_file()
+
+
+def test_a_question_file_in_the_sidebar_says_where_it_comes_from_and_what_it_is(tmp_path, tiny_questions):
+    at = page(tmp_path, tiny_questions)
+    assert at.selectbox(key="template").value == "questions.yaml (question file in the sidebar)"
+    (about,) = [c for c in captions(at) if c.startswith("From the question file set in the sidebar")]
+    assert str(tiny_questions) in about and "random-weight" in about
+    assert "best configuration per question" not in about  # the library template's description was shown
+    assert at.multiselect(key="picked_questions").placeholder == "All 4 questions of the template"
+
+
+def test_a_file_that_is_not_what_its_name_says_is_described_not_dumped(tmp_path, tiny_questions, examples_dir):
+    at = page(tmp_path, tiny_questions)
+    at.multiselect(key="picked_questions").set_value(["q1"])
+    upload(at, [*example_files(examples_dir)[:1], ("notes.pdf", b"hello world, I am the notes\n", "application/pdf"),
+                ("blob.pdf", bytes(range(7, 250)), "application/pdf")])
+    at.button(key="run").click()
+    at.run()
+    assert not at.exception
+    notices = {w.value.split(" ")[0]: w.value for w in at.warning if w.value.startswith(("notes", "blob"))}
+    assert notices["notes"] == "notes (notes.pdf): not a PDF (it is plain text: a text file saved with a .pdf name?)"
+    assert notices["blob"] == "blob (blob.pdf): not a PDF (it is binary content of an unknown kind)"

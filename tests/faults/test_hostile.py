@@ -55,9 +55,9 @@ ZOO = {
     "zero.pdf": ("zero", "empty file"),
     "scanned.pdf": ("scanned", "no text layer"),
     "huge.pdf": ("huge", "not a PDF"),
-    "notes.pdf": ("notes", "not a PDF (file starts with 'plain text"),
-    "picture.pdf": ("picture", "not a PDF (file starts with a PNG image)"),
-    "binary.txt": ("binary", "not a text file (binary content"),
+    "notes.pdf": ("notes", "not a PDF (it is plain text: a text file saved with a .pdf name?)"),
+    "picture.pdf": ("picture", "not a PDF (it is a PNG image)"),
+    "binary.txt": ("binary", "not a text file (it is "),
 }
 
 

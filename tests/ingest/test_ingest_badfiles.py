@@ -67,8 +67,8 @@ def test_zoo_ids_skip_hidden_readme_and_unsupported(zoo_docs) -> None:
         ("encrypted", "encrypted PDF: password required"),
         ("zero", "empty file"),
         ("scanned", "no text layer (scanned image?): run OCR first, e.g. ocrmypdf"),
-        ("notes", "not a PDF (file starts with 'hello world, I a')"),
-        ("picture", "not a PDF (file starts with a PNG image)"),
+        ("notes", "not a PDF (it is plain text: a text file saved with a .pdf name?)"),
+        ("picture", "not a PDF (it is a PNG image)"),
     ],
 )
 def test_zoo_statuses(zoo_docs, doc_id: str, status: str) -> None:
