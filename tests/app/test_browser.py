@@ -164,7 +164,13 @@ def test_upload_run_results_download_in_chromium(server, browser, tiny_q1_q4, ex
     page.screenshot(path=str(shots / "app-1-ready.png"))
     page.get_by_role("button", name="Run", exact=True).click()
 
-    page.get_by_text(re.compile(r"^Finished in \d+")).wait_for(timeout=240_000)
+    lines = watch_progress(page, timeout=240)
+    estimates = [line for line in lines if " · " in line]  # the live estimate, read as the page shows it
+    assert estimates, lines
+    assert not [line for line in estimates if re.search(r"\babout 0 s left", line)], estimates  # work remained
+    counted = [i for i, line in enumerate(estimates) if "sub-question" in line]
+    assert counted and all("estimating" not in line for line in estimates[counted[0]:])
+    assert all("estimating the time left" in line for line in estimates[:counted[0]] if "answering q1" in line)
     xlsx_button = page.get_by_role("button", name="Download all: XLSX (all sheets, coder columns)")
     xlsx_button.wait_for()
     summary = page.get_by_text(re.compile(r"^\d+ of \d+ answers$")).inner_text()
@@ -190,8 +196,11 @@ def test_upload_run_results_download_in_chromium(server, browser, tiny_q1_q4, ex
     card.scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "app-3-evidence.png"))
 
+    banner = page.locator('[data-testid="stAlert"]', has_text="Demo answers, not real ones")
+    assert banner.count() == 1 and "random-weight" in banner.inner_text()  # the tiny models' answers are labelled
     with page.expect_download() as info:
         xlsx_button.click()
+    assert info.value.suggested_filename == "results-DEMO-random-models.xlsx"
     target = tmp_path / "downloaded.xlsx"
     info.value.save_as(str(target))
 
@@ -202,6 +211,8 @@ def test_upload_run_results_download_in_chromium(server, browser, tiny_q1_q4, ex
 
     book = load_workbook(target)
     assert {"papers", "answers", "frequencies", "run"} <= set(book.sheetnames)
+    note = next(book["run"].iter_rows(min_row=2, max_row=2, values_only=True))
+    assert note[0] == "NOTE" and note[1].startswith("demo answers: read by random-weight models")
     answers = list(book["answers"].iter_rows(values_only=True))
     header, rows = answers[0], answers[1:]
     assert len(rows) == int(shown)
@@ -209,6 +220,24 @@ def test_upload_run_results_download_in_chromium(server, browser, tiny_q1_q4, ex
     assert {r[col["paper_id"]] for r in rows} <= {p.stem for p in papers}
     assert all(r[col["question_id"]] in ("q1", "q4") and r[col["page"]] == 1 and r[col["evidence"]] for r in rows)
     assert [r[0] for r in book["papers"].iter_rows(min_row=2, values_only=True)] == [p.stem for p in papers]
+
+
+def watch_progress(page, timeout: float) -> list[str]:
+    """The progress bar's text, read every 0.2 s until the run has finished (or failed): each distinct line once."""
+    bar = page.locator('[data-testid="stProgress"]')
+    finished = page.get_by_text(re.compile(r"^Finished in \d+"))
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not finished.count():
+        try:
+            text = bar.first.inner_text(timeout=1000) if bar.count() else ""
+        except Exception:  # noqa: BLE001 - the bar is redrawn between reads
+            text = ""
+        if text and (not lines or lines[-1] != text):
+            lines.append(text)
+        page.wait_for_timeout(200)
+    finished.wait_for(timeout=1000)
+    return lines
 
 
 def test_missing_model_fails_in_seconds_with_a_plain_message(server, browser, examples_dir, tmp_path, shots):
@@ -224,9 +253,13 @@ def test_missing_model_fails_in_seconds_with_a_plain_message(server, browser, ex
     alert = page.locator('[data-testid="stAlert"]', has_text="The run did not start")
     alert.wait_for(timeout=30_000)
     seconds = time.monotonic() - started
-    alert.scroll_into_view_if_needed()
+    page.wait_for_timeout(1500)  # the page's own smooth scroll to the message
     page.screenshot(path=str(shots / "app-5-missing-model.png"))
     assert seconds < 5, f"the missing model took {seconds:.1f} s to report"
+    demo = page.get_by_role("button", name="Run the tiny demo models on the same papers")
+    for seen in (alert, demo):  # in view at 1400x1000 without the test scrolling (it was below the fold)
+        box = seen.bounding_box()
+        assert box and 0 <= box["y"] and box["y"] + box["height"] <= 1000, box
     message = alert.inner_text()
     assert "mlpsych-test/no-such-reader-squad2" in message and "cannot be reached to download it" in message
     page.get_by_role("button", name="Run the tiny demo models on the same papers").wait_for()
