@@ -442,3 +442,30 @@ def test_a_file_that_is_not_what_its_name_says_is_described_not_dumped(tmp_path,
     notices = {w.value.split(" ")[0]: w.value for w in at.warning if w.value.startswith(("notes", "blob"))}
     assert notices["notes"] == "notes (notes.pdf): not a PDF (it is plain text: a text file saved with a .pdf name?)"
     assert notices["blob"] == "blob (blob.pdf): not a PDF (it is binary content of an unknown kind)"
+
+
+def test_the_progress_line_estimates_the_follow_ups_only_once_they_are_counted(tmp_path, tiny_questions,
+                                                                              examples_dir, monkeypatch):
+    from mlpsych.estimate import LiveEstimate
+
+    shown: list[str] = []
+    update = LiveEstimate.update
+
+    def recording(self, event) -> None:  # what the bar says after each of the pipeline's events
+        update(self, event)
+        shown.append(self.tracker.describe())
+
+    monkeypatch.setattr(LiveEstimate, "update", recording)
+    at = page(tmp_path, tiny_questions)
+    at.multiselect(key="picked_questions").set_value(["q1", "q4"])
+    upload(at, example_files(examples_dir)[:2])
+    at.button(key="run").click()
+    at.run()
+    assert not at.exception and not at.error
+    known = next(i for i, line in enumerate(shown) if "estimating" not in line)  # q4 counted: a time left
+    assert 0 < known <= next(i for i, line in enumerate(shown) if "sub-question" in line), shown
+    assert all("estimating the time left until q4's follow-ups are counted" in line for line in shown[:known])
+    assert all(re.search(r" · (about [1-9]\d* (s|min)|finishing)", line) for line in shown[known:]), shown
+    assert not any("about 0 s left" in line for line in shown)
+    assert all("deberta" not in line and "albert" not in line for line in shown)  # the questions are named
+    assert any(line.startswith("answering q1 (What machine learning or natural language …)") for line in shown)
