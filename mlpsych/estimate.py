@@ -64,11 +64,11 @@ class ProgressTracker:
         self._shown = 0.0  # the bar's last fraction: it never moves back
 
     def update(self, event: ProgressEvent) -> None:
-        now = self.clock()
         if event.sizing:  # a follow-up stage's units are now known; no work started
             stage = self.stages[self._find(event)]
             stage.total, stage.counted = event.total, True
             return
+        now = self.clock()
         index = self._find(event)
         if self.active is not None:  # the time since the last event went to the stage then running, or if that
             running = self.stages[self.active]  # had finished, to this one (loading its model, say)
@@ -108,7 +108,7 @@ class ProgressTracker:
 
     def _spent(self, stage: StageProgress) -> float:
         """Seconds spent on a stage, the running one's current unit included (so its rate never looks too fast)."""
-        running = self.active is not None and self.stages[self.active] is stage
+        running = self.active is not None and self.stages[self.active] is stage and stage.left
         return stage.seconds + (self.clock() - self.last if running else 0.0)
 
     def _rate(self, stages: list[StageProgress]) -> float | None:
