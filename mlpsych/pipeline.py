@@ -11,9 +11,9 @@ import logging
 import platform
 import time
 from collections.abc import Iterator
-from itertools import accumulate
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 
 from tqdm.auto import tqdm
 
@@ -176,7 +176,9 @@ class Pipeline:
         unit: Unit = "sub-question" if follow_up else "paper"
 
         def size(ids: tuple[str, ...]) -> int:
-            return 0 if units is None else sum(units[q] for q in ids) if follow_up else n_papers
+            if units is None:
+                return 0
+            return sum(units[q] for q in ids) if follow_up else n_papers
 
         counted = units is not None
         stages: list[ProgressEvent] = []
