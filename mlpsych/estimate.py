@@ -5,7 +5,8 @@ from the start; a follow-up level's sub-questions exist only once the level it b
 stages are *uncounted* until the pipeline's sizing events arrive, and the time left says "estimating" until then
 instead of a number known to be too small. Time is measured in reads (one question read in one paper; a paper
 read for two questions is two) per kind of stage and model, and in batches for the LLM: a stage not started yet
-is estimated at its model's measured rate (else its kind's), its own rate once it has finished a unit. The bar is
+is estimated at its model's measured rate (else its kind's), its own rate once it has finished a unit; the running
+stage counts down between events, never below half of what was expected at its last event. The bar is
 time done over time done plus time left once that is known; before, it is counted work, with an uncounted
 follow-up level given as much room as the work before it. It never moves back and is full only when the run is.
 """
@@ -106,15 +107,12 @@ class ProgressTracker:
     def elapsed(self) -> float:
         return self.clock() - self.started
 
-    def _spent(self, stage: StageProgress) -> float:
-        """Seconds spent on a stage, the running one's current unit included (so its rate never looks too fast)."""
-        running = self.active is not None and self.stages[self.active] is stage and stage.left
-        return stage.seconds + (self.clock() - self.last if running else 0.0)
-
     def _rate(self, stages: list[StageProgress]) -> float | None:
-        """Seconds per read (or LLM batch) measured over finished units of these stages; None before the first."""
-        work = sum(s.done * s.work_per_unit for s in stages)
-        return sum(self._spent(s) for s in stages) / work if work else None
+        """Seconds per read (or LLM batch) over the finished units of these stages (the time up to their last
+        event); None before the first."""
+        measured = [s for s in stages if s.done]
+        work = sum(s.done * s.work_per_unit for s in measured)
+        return sum(s.seconds for s in measured) / work if work else None
 
     def seconds_per_unit(self, stage: StageProgress) -> float | None:
         """Expected seconds per read (or batch) of a stage: its own measure once it has finished a unit, else its
@@ -141,7 +139,11 @@ class ProgressTracker:
                 rate = self.seconds_per_unit(stage)
                 if rate is None:
                     return None
-                left += rate * stage.left * stage.work_per_unit
+                expected = rate * stage.left * stage.work_per_unit
+                if stage is self.current():  # counts down between events, to half of what was expected at most
+                    running = self.clock() - self.last + (0.0 if stage.done else stage.seconds)
+                    expected = max(expected - running, expected / 2)
+                left += expected
         return left
 
     def fraction(self) -> float:

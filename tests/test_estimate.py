@@ -148,6 +148,20 @@ def check(tracker: ProgressTracker, now: float) -> float:
     return bar
 
 
+def test_the_running_stage_counts_down_between_events_and_holds_at_half():
+    clock = Clock()
+    tracker = ProgressTracker([ev("read", ("q1",), "m", 0, 4)], clock)
+    tracker.update(ev("read", ("q1",), "m", 0, 4, loading=True))
+    clock.now = 110
+    tracker.update(ev("read", ("q1",), "m", 1, 4))  # 10 s per paper: 30 s left
+    lefts = []
+    for now in (110, 115, 125, 200):
+        clock.now = now
+        lefts.append(tracker.seconds_left())
+    assert lefts == [30, 25, 15, 15]  # the clock moves the estimate down, never below half of it (it is late)
+    assert tracker.describe() == "answering q1: paper 1 of 4 · about 15 s left · 1 min 40 s so far"
+
+
 def test_stages_without_events_close_and_unplanned_ones_are_added(tmp_path):
     tracker = ProgressTracker(plan(True, 2, tmp_path), Clock())
     tracker.update(ev("read", ("q4",), "m1", 1, 2))  # everything before had nothing to do
