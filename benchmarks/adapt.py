@@ -7,8 +7,10 @@ READER is the stand-in SQuAD2 reader (``mlpsych dev train-reader`` on ../shared/
 (the gold's q1 keys, in order) are cut into ``34 // k`` folds of k or k+1 consecutive papers; the reader adapted on
 fold i (exactly ``mlpsych adapt --gold FOLD_GOLD --texts text.json``, default settings, the fold's gold as the
 coding) scores fold i+1 (cyclically), so every paper is scored once, by a reader that never saw it. Zero-shot is
-the same reader unadapted. Both read with mlpsych's default settings, every reader slot the one reader, LLM stage
-off (extractive answers), and are scored by ``mlpsych eval``'s rules: per question F1, Mentions, the
+the same reader unadapted. Both read with mlpsych's default settings (``--read all``, every window) or with the
+templates' retrieval budgets (``--read retrieve`` as ``mlpsych run --read retrieve``: the same windows for both
+readers, about a tenth of the reading), every reader slot the one reader, LLM stage off (extractive answers), and
+are scored by ``mlpsych eval``'s rules: per question F1, Mentions, the
 precision-aware partial F1 (pF1) and answers per paper, zero-shot vs adapted, with 95% paired bootstrap intervals
 of the difference (papers resampled).
 
@@ -147,6 +149,8 @@ def main() -> None:
     parser.add_argument("--questions", default="q1,q2,q3")
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--papers", type=int, default=None, help="only the first N papers (a quick check)")
+    parser.add_argument("--folds", default=None,
+                        help="only these folds, e.g. 1 (to run folds side by side); figures on the papers they score")
     parser.add_argument("--read", choices=["all", "retrieve"], default="all",
                         help="windows read: every one (the default run), or the templates' retrieval budgets "
                              "(`mlpsych run --read retrieve`: about a tenth of the windows, the same for both readers)")
@@ -180,7 +184,10 @@ def main() -> None:
         adapted: list[dict] = []
         conf = {"zero-shot": ([], []), "adapted": ([], [])}
         seconds = []
+        only = {int(v) for v in args.folds.split(",")} if args.folds else None
         for i, fold in enumerate(folds):
+            if only is not None and i not in only:
+                continue
             test = folds[(i + 1) % len(folds)]
             work = args.work / variant / f"k{k}" / f"fold{i}"
             work.mkdir(parents=True, exist_ok=True)
@@ -201,11 +208,14 @@ def main() -> None:
                 x_test, y_test = cf.labelled(source, texts, kinds, label)
                 conf[name][0].extend(calibrator.predict(x_test))
                 conf[name][1].extend(y_test)
-        zero_items = scores(gold, zero, asked, papers)
-        adapted_items = scores(gold, adapted, asked, papers)
+        scored = [p for p in papers if any(p in folds[(i + 1) % len(folds)] for i in range(len(folds))
+                                           if only is None or i in only)]
+        zero_items = scores(gold, zero, asked, scored)
+        adapted_items = scores(gold, adapted, asked, scored)
         figures: dict = {"k": k, "read": args.read, "reader": args.reader, "folds": [len(f) for f in folds],
+                         "folds_run": sorted(only) if only is not None else "all", "papers_scored": len(scored),
                          "adapt_seconds": seconds, "questions": {}}
-        print(f"\n## k = {k}: folds of {[len(f) for f in folds]} papers; adaptation "
+        print(f"\n## k = {k}: folds of {[len(f) for f in folds]} papers ({len(scored)} scored); adaptation "
               f"{', '.join(f'{s:.0f} s' for s in seconds) or 'timed in an earlier run'}\n")
         print("| question | metric | zero-shot | adapted | adapted - zero-shot [95% paired bootstrap] |")
         print("|---|---|---:|---:|---:|")
@@ -225,7 +235,8 @@ def main() -> None:
             figures["confidence"][name] = vars(r)
             print(f"| {name} | fitted on the coded papers' zero-shot answers | {r.answers} | {r.correct} | "
                   f"{r.ece:.3f} | {r.brier:.3f} | {r.wrong_found:.0%} |")
-        out = args.work / variant / f"results-k{k}-{args.read}.json"
+        suffix = "" if only is None else "-folds" + "-".join(map(str, sorted(only)))
+        out = args.work / variant / f"results-k{k}-{args.read}{suffix}.json"
         out.write_text(json.dumps(figures, indent=1), encoding="utf-8")
 
 
