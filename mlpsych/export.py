@@ -43,10 +43,16 @@ def answer_rows(result: RunResult, *, final_only: bool = False) -> list[dict]:
     return rows
 
 
+def shown(text: str) -> str:
+    """An answer as a sheet shows it: white space as one space, as in its evidence sentence (the released rules
+    keep a span's line breaks in ``Answer.text``; its offsets still point at the exact text)."""
+    return " ".join(text.split())
+
+
 def _answer_row(a: Answer, question: str, source_file: str) -> dict:
     return {
         "paper_id": a.doc_id, "source_file": source_file, "question_id": a.question_id,
-        "question": question, "answer": a.text, "stage": a.stage, "models": list(a.models),
+        "question": question, "answer": shown(a.text), "stage": a.stage, "models": list(a.models),
         "ensemble": a.ensemble, "final": a.final, "score": float(f"{a.score:.4g}"), "confidence": a.confidence,
         "start": a.start,
         "end": a.end, "page": a.page, "evidence": a.evidence, "bridge_entity": a.bridge_entity,
@@ -91,9 +97,9 @@ def paper_rows(result: RunResult) -> list[dict]:
         for q in result.questions.in_run_order():
             answers = sorted(finals.get((doc.id, q.id), []), key=lambda a: -a.score)
             if q.bridge_from:
-                texts = [f"{a.bridge_entity}: {a.text}" for a in answers]
+                texts = [f"{a.bridge_entity}: {shown(a.text)}" for a in answers]
             else:
-                texts = list(dict.fromkeys(a.text for a in answers))
+                texts = list(dict.fromkeys(shown(a.text) for a in answers))
             row[q.id] = SEPARATOR.join(texts)
         rows.append(row)
     return rows
@@ -104,7 +110,7 @@ FREQUENCY_COLUMNS = ["question_id", "question", "answer", "n_papers", "papers", 
 
 def _answer_key(text: str) -> str:
     """Answers that differ only in case or spacing count as one ("Random forests" = "random  forests")."""
-    return " ".join(text.split()).casefold()
+    return shown(text).casefold()
 
 
 def frequency_rows(result: RunResult) -> list[dict]:
@@ -121,7 +127,7 @@ def frequency_rows(result: RunResult) -> list[dict]:
         if not a.final or not a.text.strip():
             continue
         group = groups.setdefault((a.question_id, _answer_key(a.text)), {"spellings": {}, "papers": set(), "n": 0})
-        group["spellings"][a.text] = group["spellings"].get(a.text, 0) + 1
+        group["spellings"][shown(a.text)] = group["spellings"].get(shown(a.text), 0) + 1
         group["papers"].add(a.doc_id)
         group["n"] += 1
     rows = []

@@ -62,8 +62,8 @@ def test_frequency_rows_group_by_answer_and_list_papers():
     got = [(r["question_id"], r["answer"], r["n_papers"], r["papers"], r["n_mentions"]) for r in rows]
     assert got == [
         # q1: "random forests" (paper-a) and "random  forests" (paper-b, twice) are one answer in 2 papers;
-        # the spelling shown is the most frequent one.
-        ("q1", "random  forests", 2, "paper-a; paper-b", 3),
+        # the spelling shown is the most frequent one, its white space shown as one space.
+        ("q1", "random forests", 2, "paper-a; paper-b", 3),
         ("q1", "BERT", 1, "paper-a", 1),
         ("q2", "scikit-learn", 1, "paper-a", 1),
         ("q4", "ranked predictors", 1, "paper-a", 1),
@@ -110,7 +110,7 @@ def test_xlsx_sheets_layout_and_coder_columns(tmp_path: Path):
     freq = book["frequencies"]
     assert [c.value for c in freq[1]] == FREQUENCY_COLUMNS
     first = [c.value for c in freq[2]]
-    assert first[:5] == ["q1", "What techniques were used?", "random  forests", 2, "paper-a; paper-b"]
+    assert first[:5] == ["q1", "What techniques were used?", "random forests", 2, "paper-a; paper-b"]
     assert freq.max_row == 6
 
     papers = book["papers"]
@@ -169,3 +169,15 @@ def test_control_characters_from_llm_output_do_not_break_the_workbook(tmp_path):
     )
     write_result(result, tmp_path / "r.xlsx")
     assert load_workbook(tmp_path / "r.xlsx")["llm"]["E2"].value == "a\ufffdb\ufffdc"
+
+
+
+def test_sheet_shows_an_answer_with_its_line_break_as_a_space():
+    """The released rules keep a span's line break in the answer; the sheet shows it as its evidence does."""
+    from mlpsych.export import answer_rows, paper_rows
+
+    doc = Document(id="paper-d", text="A changing landscape.\nFuture work follows.", source_path="/d/paper-d.txt")
+    result = RunResult(documents=[doc], questions=QUESTIONS, answers=[_answer(doc, "q1", "landscape.\nFuture")])
+    assert [r["answer"] for r in answer_rows(result)] == ["landscape. Future"]
+    assert paper_rows(result)[0]["q1"] == "landscape. Future"
+    assert [r["answer"] for r in frequency_rows(result)] == ["landscape. Future"]
