@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -15,10 +16,24 @@ from mlpsych.errors import QuestionFileError
 PLACEHOLDER = "__PLACEHOLDER__"
 # Where named template sets live: the project's questions/ folder (next to the package in a checkout).
 LIBRARY_PACKAGE = "mlpsych.library"  # the repository's questions/ folder, shipped in the wheel under this name
-# Longest answer (in tokens) by kind when a template does not say. Entities: the transformers pipeline's 15 (30
-# measured no better on q1 and q2); phrases: 96, as gold phrase answers (q3) average 26 words (better than 15 on
-# both halves of the development papers: benchmarks/README.md, answer_quality).
-DEFAULT_MAX_ANSWER_TOKENS = {"entity": 15, "phrase": 96}
+
+
+@dataclass(frozen=True)
+class QuestionKind:
+    """What a kind of answer sets when a template does not say."""
+
+    max_answer_tokens: int  # longest answer, in tokens
+
+
+# The kinds of answer a template may name, with their defaults: a new kind is one entry. Entities: the
+# transformers pipeline's 15 tokens (30 measured no better on q1 and q2); phrases: 96, as gold phrase answers (q3)
+# average 26 words (better than 15 on both halves of the development papers: benchmarks/README.md,
+# answer_quality); numbers: an entity's 15.
+QUESTION_KINDS: dict[str, QuestionKind] = {
+    "entity": QuestionKind(max_answer_tokens=15),
+    "phrase": QuestionKind(max_answer_tokens=96),
+    "number": QuestionKind(max_answer_tokens=15),
+}
 
 
 
@@ -76,7 +91,7 @@ class QuestionTemplate(BaseModel):
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     text: str = Field(min_length=3)
-    kind: Literal["entity", "phrase", "number"] = "entity"
+    kind: str = "entity"  # a key of QUESTION_KINDS
     models: list[str] = Field(min_length=1)
     top_k: int = Field(default=5, ge=1, le=200)
     max_answer_tokens: int | None = Field(default=None, ge=1, le=512)
@@ -89,6 +104,13 @@ class QuestionTemplate(BaseModel):
     retrieval: RetrievalSpec | None = None
     experimental: bool = False
     description: str = ""
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        if kind not in QUESTION_KINDS:
+            raise ValueError(f"unknown kind {kind!r} (known: {', '.join(QUESTION_KINDS)})")
+        return kind
 
     @field_validator("models")
     @classmethod
@@ -109,7 +131,7 @@ class QuestionTemplate(BaseModel):
 
     @property
     def answer_tokens(self) -> int:
-        return self.max_answer_tokens or DEFAULT_MAX_ANSWER_TOKENS.get(self.kind, 15)
+        return self.max_answer_tokens or QUESTION_KINDS[self.kind].max_answer_tokens
 
     def sub_question(self, entity: str) -> str:
         return self.text.replace(self.placeholder, entity)
