@@ -16,7 +16,6 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 HUB_MINILM = "sentence-transformers/all-MiniLM-L6-v2"
-E5_MISTRAL = "intfloat/e5-mistral-7b-instruct"
 # The STS instruction of e5-mistral-7b-instruct (used by the paper for Similar Match), applied to both sides.
 E5_STS_INSTRUCTION = "Instruct: Retrieve semantically similar text.\nQuery: "
 _DECODER_TYPES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "gpt2", "gpt_neox"}

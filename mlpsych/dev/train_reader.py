@@ -38,7 +38,7 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Protocol, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -73,12 +73,6 @@ class SquadExample:
     @property
     def answerable(self) -> bool:
         return bool(self.answers)
-
-
-class ExampleSource(Protocol):
-    """Anything that yields training/evaluation records (a SQuAD file today; the answers sheet later)."""
-
-    def examples(self) -> Iterator[SquadExample]: ...
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,6 @@ logger = logging.getLogger(__name__)
 
 COMBINED = "combined"
 STAGES = ("extractive", "normalized", "best")
-PRED_COLUMNS = ("paper_id", "source_file", "question_id", "question", "answer", "stage", "models", "score",
-                "start", "end", "page", "evidence", "bridge_entity")
-
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -33,7 +33,6 @@ from typing import Callable, Iterable, Sequence
 SimilarityFn = Callable[[str, str], float]
 
 DEFAULT_SIMILARITY_THRESHOLD = 0.7
-METRIC_NAMES = ("F1", "EMat", "SMat", "Ment")
 
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

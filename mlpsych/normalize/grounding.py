@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-HOWS = ("verbatim", "case-insensitive", "variant", "abbreviation", "long-form", "none")
 _SEPARATORS = r"[\s\-\u2010\u2011\u2012\u2013/_]*"
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # "(SVM)", "(SVMs)", "(k-NN)", "(XGB)" and "[LDA]" after a candidate long form.
@@ -36,7 +35,7 @@ class Grounding:
     """Whether and how an item was found; ``start``/``end`` are character offsets into the text searched."""
 
     grounded: bool
-    how: str
+    how: str  # verbatim, case-insensitive, variant, abbreviation, long-form or none
     start: int | None = None
     end: int | None = None
 
