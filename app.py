@@ -17,6 +17,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from mlpsych.app import demo, logic, preflight, results, review, runner
 from mlpsych.estimate import LiveEstimate, ProgressTracker, format_seconds
+from mlpsych.questions import QUESTION_KINDS
 from mlpsych.cache import default_cache_dir
 
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -170,7 +171,7 @@ def custom_questions_form(current, source: str) -> None:
             st.text_area("Question", key="form_text",
                          help="Asked of every paper, as you would ask a colleague. For a follow-up "
                               "question, put __PLACEHOLDER__ where the earlier answer goes.")
-            st.selectbox("Kind of answer", ["entity", "phrase", "number"], key="form_kind",
+            st.selectbox("Kind of answer", list(QUESTION_KINDS), key="form_kind",
                          help="entity: names (methods, countries); phrase: a short passage (a research question); "
                               "number: a count (sample size)")
             st.text_area("Models (one per line)", key="form_models",

@@ -33,7 +33,7 @@ class ReaderSettings(BaseModel):
     # How the transformers question-answering pipeline of the paper's code reads, one field per choice so
     # benchmarks/answer_quality.py measures each alone. The defaults are the pipeline's wherever mlpsych's own way
     # did not measure better on answers (decision table in benchmarks/README.md); of mlpsych's own choices only
-    # longer phrase answers stayed (questions.DEFAULT_MAX_ANSWER_TOKENS).
+    # longer phrase answers stayed (questions.QUESTION_KINDS).
     # "shared": windows laid out once per paper with ``question_tokens`` of room (every question reads the same
     # windows); "per_question": each question's windows fill ``max_length`` around its own tokens (the pipeline).
     layout: Literal["shared", "per_question"] = "per_question"
@@ -172,16 +172,6 @@ class RunSettings(BaseModel):
 
 
 # -- presets ---------------------------------------------------------------------------------------------
-
-# Large SQuAD2 readers of the paper -> base-size SQuAD2 readers of the same family where one is published
-# (ALBERT-xxlarge has no well-kept base SQuAD2 checkpoint: RoBERTa-base keeps q1's two-family ensemble).
-BASE_SUBSTITUTES: dict[str, str] = {
-    "deepset/deberta-v3-large-squad2": "deepset/deberta-v3-base-squad2",
-    "deepset/roberta-large-squad2": "deepset/roberta-base-squad2",
-    "ahotrod/electra_large_discriminator_squad2_512": "deepset/electra-base-squad2",
-    "ahotrod/albert_xxlargev1_squad2_512": "deepset/roberta-base-squad2",
-}
-
 
 # The fast preset reads each question with one base-size reader (the large ensembles collapse: a substitute
 # that duplicates another reader of the question is read once). Two readers per question would double the

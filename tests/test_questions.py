@@ -79,3 +79,14 @@ def test_select_adds_bridges():
     assert [q.id for q in qs.questions] == ["q1", "q4"]
     with pytest.raises(QuestionFileError, match="no question q9"):
         load_question_set("mlpsych").select(["q9"])
+
+
+def test_each_kind_has_its_defaults_and_an_unknown_kind_names_the_known_ones():
+    from mlpsych.questions import QUESTION_KINDS, QuestionTemplate, parse_question_set
+
+    for kind, defaults in QUESTION_KINDS.items():
+        question = QuestionTemplate(id="q", text="What was used?", kind=kind, models=["m"])
+        assert question.answer_tokens == defaults.max_answer_tokens
+    assert QUESTION_KINDS["phrase"].max_answer_tokens == 96 and QUESTION_KINDS["number"].max_answer_tokens == 15
+    with pytest.raises(QuestionFileError, match="unknown kind 'date' .*entity, phrase, number"):
+        parse_question_set({"questions": [{"id": "q", "text": "When?", "kind": "date", "models": ["m"]}]}, "f.yaml")
