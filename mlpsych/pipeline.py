@@ -374,6 +374,7 @@ class Pipeline:
             self._report(replace(progress, loading=True))  # a front end can say "loading model" before the wait
             reader.warm_up()  # a ModelLoadError stops the run: finished work is in the cache
             self.model_loads.append(model)
+            self._report(progress)  # loaded: reading starts (a front end stops saying "loading")
         found = self._read_group(reader, model, pending, result, label)
         for paper in pending:
             doc = paper.doc

@@ -97,7 +97,9 @@ def test_the_pipeline_reports_typed_events_matching_its_plan(tmp_path, tiny_ques
     assert [e.key for e in plan] == list(dict.fromkeys(e.key for e in events))  # every stage planned, in order
     assert {e.stage for e in events} == {"read", "normalize"}
     reads = [e for e in events if e.stage == "read" and not e.loading and not e.sizing]
-    assert all(e.unit == "paper" and 0 < e.done <= e.total <= 2 for e in reads if e.questions == ("q1",))
+    assert all(e.unit == "paper" and 0 <= e.done <= e.total <= 2 for e in reads if e.questions == ("q1",))
+    loaded = [events[i + 1] for i, e in enumerate(events) if e.loading]  # each load is followed by 'loaded'
+    assert all(not e.loading and e.done == 0 for e in loaded if e.stage == "read")
     assert [(e.questions, e.counted) for e in plan if e.stage == "read"][-1] == (("q4",), False)  # counted later
     (size,) = [e for e in events if e.sizing]
     follow_ups = [e for e in reads if e.questions == ("q4",)]

@@ -56,7 +56,8 @@ def test_run_prints_the_overall_line_and_ends_with_the_elapsed_time(examples_dir
     assert main(["run", str(paper), "--questions", str(tiny_questions), "--only", "q1", "--out", str(out),
                  "--cache", str(tmp_path / "cache"), "--max-length", "256", "--stride", "64", "--no-normalize"]) == 0
     captured = capsys.readouterr()
-    assert re.search(r"^\[ *\d+%\] answering q1: paper 1 of 1 \(reader 2 of 2\) · finishing · \d+ s so far$",
+    # one line per stage (into a file): the second reader's starts once it is loaded, with the first one's rate
+    assert re.search(r"^\[ *\d+%\] answering q1: paper 0 of 1 \(reader 2 of 2\) · about \d+ s left · \d+ s so far$",
                      captured.err, re.M), captured.err
     end, note = captured.out.splitlines()
     assert re.fullmatch(rf"1 papers, \d+ answers -> {re.escape(str(out))} in \d+ s", end), end
