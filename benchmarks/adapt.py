@@ -127,7 +127,8 @@ def scores(gold: dict, rows: list[dict], asked: list[str], papers: list[str]) ->
     """Per question, one ItemScore per paper (the plan's fixed order)."""
     texts = {p: "" for p in papers}
     ran = [{"paper_id": p, "status": "ok"} for p in papers]
-    table = ev.evaluate(gold, rows, questions=asked, texts=texts, papers=ran)
+    mine = [r for r in rows if r["paper_id"] in texts]  # a paper in the rows would be scored even if not asked for
+    table = ev.evaluate(gold, mine, questions=asked, texts=texts, papers=ran)
     return {row.question: row.items for row in table}
 
 
