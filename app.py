@@ -15,7 +15,8 @@ from pathlib import Path
 import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
-from mlpsych.app import demo, logic, preflight, results, review, runner
+from mlpsych import preflight
+from mlpsych.app import demo, logic, results, review, runner
 from mlpsych.estimate import LiveEstimate, ProgressTracker, format_seconds
 from mlpsych.questions import QUESTION_KINDS
 from mlpsych.cache import default_cache_dir
@@ -252,7 +253,7 @@ def run_section(papers, questions, options: dict) -> None:
         st.error(str(error))
         return
     if run_questions is not None:
-        note = preflight.download_note(runner.plan_models(run_questions, settings, options["cache_dir"]))
+        note = preflight.download_note(preflight.check_run(run_questions, settings, options["cache_dir"]))
         if note:
             st.info(note)
     pressed = st.button("Run", type="primary", disabled=not ready, key="run")
@@ -336,7 +337,7 @@ def failed(outcome) -> None:
     st.button("Run the tiny demo models on the same papers", key="demo", on_click=use_demo_models,
               help="Tiny random-weight models built here in seconds: the answers are meaningless, but every step "
                    "of the app works, with no download.")
-    st.caption(preflight.LOCAL_MODELS_HELP)
+    st.caption(logic.LOCAL_MODELS_HELP)
     if any(c.where == "missing" and c.role == "LLM" for c in outcome.checks):
         st.caption("Or switch off 'Clean answer lists with the LLM' in the sidebar: the run then needs only the "
                    "reader models.")
@@ -366,8 +367,8 @@ def results_section() -> None:
                    "the sidebar's question file).", icon="⚠️")
     hits, misses = info.get("cache_hits", 0), info.get("cache_misses", 0)
     st.caption(f"{len(result.documents)} paper(s) in {format_seconds(outcome.seconds)}; "
-               f"cache: {hits} reused, {misses} computed ({info.get('cache', '')})")
-    for warning in info.get("warnings", []):
+               f"cache: {info.cache_hits} reused, {info.cache_misses} computed ({info.cache})")
+    for warning in info.warnings:
         st.warning(warning)
     for line in results.duplicate_names(result.documents):
         st.warning(line)

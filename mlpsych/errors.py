@@ -12,6 +12,11 @@ class UserError(Exception):
     """A mistake the user can fix (missing folder, bad question file, unknown model): printed as one line."""
 
 
+class UnknownChoice(UserError):
+    """A name that is not among the known choices (a preset, a merging rule, a question kind); the message lists
+    the known ones."""
+
+
 class IngestError(Exception):
     """A file that cannot be turned into text; the message is the short per-file status shown to the user."""
 

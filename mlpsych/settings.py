@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mlpsych.errors import UnknownChoice
+
 
 class ReaderSettings(BaseModel):
     """How a paper is windowed, decoded and computed; what changes the result is in the cache key (``cache_fields``)."""
@@ -213,8 +215,7 @@ PRESETS: dict[str, Preset] = {
     "paper": Preset(
         name="paper",
         description="The default, for the best answers: every window of every paper read by the template's models, "
-                    "as the paper's code reads except where a change measured better on answers "
-                    "(benchmarks/README.md).",
+                    "as the paper's code reads except where a change measured better on answers.",
         retrieval=RetrievalSettings(read="all"),
     ),
     "fast": Preset(
@@ -222,7 +223,7 @@ PRESETS: dict[str, Preset] = {
         description="Laptop-friendly: a small SQuAD2 reader (MiniLM) reads every window, and one base-size reader "
                     "per question (instead of the large ensembles) reads only the windows where the small reader's "
                     "answers weigh most, ranked with the templates' retrieval signals; how many follows the paper "
-                    "(a cascade: about 24x fewer FLOPs than the paper's full read, benchmarks/README.md).",
+                    "(a cascade: about 24x fewer FLOPs than the paper's full read).",
         # entity_budget / entity_extra act only without the cascade (--small-reader none): the earlier fast preset
         retrieval=RetrievalSettings(read="retrieve", mode="bm25", entity_budget=2, entity_extra=1,
                                     cascade=FAST_CASCADE),
@@ -233,11 +234,11 @@ PRESETS: dict[str, Preset] = {
 
 
 def get_preset(name: str) -> Preset:
-    """The preset called ``name``; a ValueError naming the known presets otherwise."""
+    """The preset called ``name``; an :class:`~mlpsych.errors.UnknownChoice` naming the known presets otherwise."""
     try:
         return PRESETS[name]
     except KeyError:
-        raise ValueError(f"unknown preset {name!r} (choose from: {', '.join(PRESETS)})") from None
+        raise UnknownChoice(f"unknown preset {name!r} (choose from: {', '.join(PRESETS)})") from None
 
 
 # The paper's released code: the transformers 4.57 question-answering pipeline called with top_k=30 and
@@ -275,6 +276,19 @@ def deep_update(base: dict, changes: dict) -> dict:
     for key, value in changes.items():
         out[key] = deep_update(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
+
+
+def build_settings(questions, preset: str | None = None, *, base: dict | None = None, given: dict | None = None):
+    """``(questions, settings)`` for a run, the one way the front ends make them: the settings' defaults with
+    ``base`` (a front end's own switches, which a preset may change), the preset applied (:func:`apply_preset`),
+    then ``given`` (what the user chose explicitly, which wins over the preset). ``base`` and ``given`` are nested
+    dicts of :class:`RunSettings` fields; a value the settings refuse is pydantic's ``ValidationError``."""
+    settings = RunSettings.model_validate(deep_update(RunSettings().model_dump(), base or {}))
+    if preset:
+        questions, settings = apply_preset(preset, questions, settings)
+    if given:
+        settings = RunSettings.model_validate(deep_update(settings.model_dump(), given))
+    return questions, settings
 
 
 def substitute_models(questions, substitutions: dict[str, str]):

@@ -7,6 +7,7 @@ import argparse
 import pytest
 
 from mlpsych.questions import load_question_set
+from mlpsych.errors import UnknownChoice, UserError
 from mlpsych.settings import PRESETS, ReaderSettings, RunSettings, apply_preset, get_preset, substitute_models
 
 
@@ -44,7 +45,7 @@ def test_substitution_that_makes_a_duplicate_reads_the_model_once():
 
 
 def test_unknown_preset_is_a_one_line_error():
-    with pytest.raises(ValueError, match="unknown preset 'turbo' .*paper, fast"):
+    with pytest.raises(UnknownChoice, match="unknown preset 'turbo' .*paper, fast"):
         get_preset("turbo")
 
 
@@ -81,9 +82,9 @@ def test_cli_flags_override_the_preset():
     earlier = settings(preset="fast", small_reader="none").retrieval  # BM25 and signals alone, as before the cascade
     assert earlier.cascade.model is None and (earlier.entity_budget, earlier.entity_extra) == (2, 1)
     assert settings(read="retrieve", small_reader="my/minilm").retrieval.cascade.model == "my/minilm"
-    with pytest.raises(ValueError, match="--budget 0: Input should be greater than or equal to 1"):
+    with pytest.raises(UserError, match="--budget 0: Input should be greater than or equal to 1"):
         settings(budget=0)
-    with pytest.raises(ValueError, match="--neighbours 9: "):
+    with pytest.raises(UserError, match="--neighbours 9: "):
         settings(neighbours=9)
 
 

@@ -3,7 +3,7 @@
 Keeping the logic here makes it unit-testable without a browser: file-name sanitizing and saving uploads,
 question templates (load, fill the form from one, build one from the form, validate with the project's loader and
 say what is wrong in plain words, save) and presets. The run is :mod:`mlpsych.app.runner` (its model check
-:mod:`mlpsych.app.preflight`, its estimate :mod:`mlpsych.estimate`), the tables :mod:`mlpsych.app.results`.
+:mod:`mlpsych.preflight`, its estimate :mod:`mlpsych.estimate`), the tables :mod:`mlpsych.app.results`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mlpsych.errors import AppInputError
+from mlpsych.errors import AppInputError, UserError
 from mlpsych.questions import (
     PLACEHOLDER,
     QuestionFileError,
@@ -344,19 +344,16 @@ def build_run(questions: QuestionSet, preset: str, *, device: str = "auto", norm
               max_sub_questions: int | None = None, small_reader: str | None = None) -> tuple[QuestionSet, RunSettings]:
     """Questions and settings for a run: the preset (models, windows) plus the page's device and LLM switch, and
     the small reader of a preset's cascade (a folder on this machine runs offline)."""
-    from mlpsych.settings import LLMSettings, RunSettings, apply_preset
+    from mlpsych.settings import build_settings, get_preset
 
     try:
-        base = RunSettings(llm=LLMSettings(enabled=normalize), max_sub_questions=max_sub_questions)
-        base = base.model_copy(update={"reader": base.reader.model_copy(update={"device": device})})
-        questions, settings = apply_preset(preset, questions, base)
-    except ValueError as error:
+        cascaded = get_preset(preset).retrieval.cascade.model is not None
+        return build_settings(
+            questions, preset,
+            base={"llm": {"enabled": normalize}, "max_sub_questions": max_sub_questions, "reader": {"device": device}},
+            given={"retrieval": {"cascade": {"model": small_reader}}} if small_reader and cascaded else None)
+    except (UserError, ValueError) as error:  # an unknown preset, or a value the settings refuse
         raise AppInputError(str(error).splitlines()[0]) from None
-    cascade = settings.retrieval.cascade
-    if small_reader and cascade.model:
-        cascade = cascade.model_copy(update={"model": small_reader})
-        settings = settings.model_copy(update={"retrieval": settings.retrieval.model_copy(update={"cascade": cascade})})
-    return questions, settings
 
 
 def has_accelerator() -> bool:
@@ -368,3 +365,10 @@ def has_accelerator() -> bool:
 
 LLM_OFF_NOTE = ("The LLM stage is off because this machine has no GPU: on a CPU it adds minutes per paper (and a "
                 "model download of several GB on the first run). Without it you get the extracted snippets.")
+
+
+# Shown under the page's message about missing models: the ways forward without a network.
+LOCAL_MODELS_HELP = (
+    "To use models already on this machine: write a question file whose `models:` are model folders (as "
+    "`mlpsych dev tiny-models FOLDER` does) and give its path in the sidebar under 'Question file path'; or copy a "
+    "Hugging Face cache folder (~/.cache/huggingface/hub) from a machine with internet.")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlpsych.app.preflight import ModelCheck, check_models, missing_message
+from mlpsych.preflight import ModelCheck, check_models, missing_message, run_models
 from mlpsych.progress import ProgressCallback, ProgressEvent
 
 if TYPE_CHECKING:
@@ -43,23 +43,6 @@ class RunOutcome:
     def nothing_read(self) -> bool:
         """Papers were given but none has text to answer from: a run with nothing to show or download."""
         return self.result is not None and not any(d.readable for d in self.documents)
-
-
-def run_models(plan: list[ProgressEvent]) -> dict[str, str]:
-    """Every model a run loads (``model -> "reader" | "LLM"``), from the pipeline's plan: no defaults known here."""
-    return {e.model: "LLM" if e.stage == "normalize" else "reader" for e in plan}
-
-
-def plan_models(questions: QuestionSet, settings: RunSettings, cache_dir: Path | str | None = None) -> list[ModelCheck]:
-    """The model check of a run, before it starts (for the page's note on downloads)."""
-    from mlpsych.cache import ResultCache
-    from mlpsych.pipeline import Pipeline
-
-    cache = ResultCache(cache_dir)
-    try:
-        return check_models(run_models(Pipeline(questions, settings, cache, progress=False).plan(1)))
-    finally:
-        cache.close()
 
 
 def run_papers(

@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from mlpsych.cli import UserError
+from mlpsych.errors import UserError
 
 log = logging.getLogger(__name__)
 

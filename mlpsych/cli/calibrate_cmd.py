@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mlpsych.cli import UserError
+from mlpsych.errors import UserError
 
 
 def add_parser(subparsers) -> None:

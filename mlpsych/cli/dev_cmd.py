@@ -64,7 +64,7 @@ def run_tiny_models(args: argparse.Namespace) -> int:
 def run_train_reader(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from mlpsych.cli import UserError
+    from mlpsych.errors import UserError
     from mlpsych.dev.train_reader import TrainSettings, iter_reports, train_reader
 
     if not args.data.is_file():

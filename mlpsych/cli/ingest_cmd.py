@@ -14,7 +14,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlpsych.cli import UserError
+from mlpsych.errors import UserError
 from mlpsych.documents import Document
 from mlpsych.errors import one_line
 from mlpsych.ingest import BACKENDS, CleaningOptions, load_documents
@@ -37,7 +37,8 @@ def add_ingest_options(parser: argparse.ArgumentParser) -> None:
         metavar="STEP[,STEP]",
         action="append",
         default=[],
-        help=f"turn cleaning steps off ({', '.join(CleaningOptions.steps())}, or 'all'); repeatable",
+        help=f"turn cleaning steps off ({', '.join(CleaningOptions.steps())}, or 'all'); repeatable (default: every "
+        "step on)",
     )
 
 

@@ -7,12 +7,17 @@ import logging
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from mlpsych.cli import UserError
+from mlpsych.cli import check_output
+from mlpsych.errors import UserError
 from mlpsych.questions import QuestionSet
-from mlpsych.settings import PRESETS, RunSettings, apply_preset
+from mlpsych.settings import PRESETS, RunSettings, build_settings
+
+if TYPE_CHECKING:
+    from mlpsych.pipeline import RunResult
 
 log = logging.getLogger(__name__)
 
@@ -22,11 +27,14 @@ def add_parser(subparsers) -> None:
 
     p = subparsers.add_parser("run", help="answer the questions for every paper and write a spreadsheet",
                               description="Answer predetermined questions for a folder of papers.")
-    p.add_argument("papers", type=Path, help="folder of papers (PDF, TXT, DOCX, HTML), a file, texts.jsonl or text.json")
+    p.add_argument("papers", type=Path,
+                   help="folder of papers (PDF, TXT, DOCX, HTML), a file, texts.jsonl or text.json")
     p.add_argument("--questions", default="mlpsych",
                    help="question file or library name; several separated by commas (default: mlpsych)")
-    p.add_argument("--only", default=None, help="answer only these question ids, e.g. q1,q2 (bridges are added)")
-    p.add_argument("--out", type=Path, default=Path("results.xlsx"), help="output .xlsx, .csv or .jsonl")
+    p.add_argument("--only", default=None,
+                   help="answer only these question ids, e.g. q1,q2 (bridges are added; default: every question)")
+    p.add_argument("--out", type=Path, default=Path("results.xlsx"),
+                   help="output .xlsx, .csv or .jsonl (default: results.xlsx)")
     p.add_argument("--cache", type=Path, default=None, help="cache folder (default: the per-user cache folder)")
     defaults = RunSettings()
     flag = _settings_flag(p, defaults)
@@ -34,16 +42,19 @@ def add_parser(subparsers) -> None:
     flag("--dtype", help="auto, fp32, fp16 or bf16 for the readers ($MLPSYCH_DTYPE sets what auto means)")
     flag("--batch-size", type=int, help="windows read at once (default: chosen per device and model)")
     flag("--stride", type=int, help="tokens shared by neighbouring windows")
-    flag("--max-length", type=int, help="window length in tokens (default: the model's maximum)")
-    p.add_argument("--no-normalize", action="store_true", help="skip the LLM normalization stage")
-    flag("--llm", help="normalization model (Hub id or folder) instead of the template's")
+    flag("--max-length", type=int, help="window length in tokens, within the model's maximum")
+    p.add_argument("--no-normalize", action="store_true",
+                   help="skip the LLM normalization stage (default: normalize the questions that ask for it)")
+    flag("--llm", help="normalization model (Hub id or folder) instead of the template's (default: the template's, "
+                      "else the library's default LLM)")
     flag("--llm-device", help="auto, cpu, cuda, cuda:N or mps for the LLM")
-    flag("--llm-quantization", choices=["8bit", "4bit"], help="bitsandbytes loading (CUDA)")
+    flag("--llm-quantization", choices=["8bit", "4bit"], help="bitsandbytes loading (CUDA; default: none)")
     flag("--max-sub-questions", type=int, help="cap on multi-hop sub-questions per paper (default: the template's)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (default: progress shown)")
     p.add_argument("--preset", choices=list(PRESETS), default=None,
-                   help="; ".join(f"{name}: {preset.description}" for name, preset in PRESETS.items())
-                        + ". Options given explicitly override the preset")
+                   help="a named run configuration; options given explicitly override it (default: none, each "
+                        "option's own default). "
+                        + " ".join(f"{name}: {preset.description}" for name, preset in PRESETS.items()))
     flag("--read", choices=["all", "retrieve"],
          help="all: read every window (the paper's behaviour); retrieve: read only the windows that retrieval "
               "ranks best for each question (default: as the templates say)")
@@ -54,15 +65,16 @@ def add_parser(subparsers) -> None:
     p.add_argument("--small-reader", default=None,
                    help="when retrieving, a small SQuAD2 reader (Hub id or folder) reads every window first and the "
                         "template's readers only where its answers weigh most (the fast preset's cascade); 'none' "
-                        "turns the cascade off")
+                        "turns the cascade off (default: the preset's small reader; none without a preset)")
     p.add_argument("--adapted", action="append", default=[], metavar="DIR",
                    help="a reader written by `mlpsych adapt`: it answers every question it was adapted on, instead "
-                        "of the question file's models (repeatable)")
+                        "of the question file's models (repeatable; default: none, the question file's models)")
     p.add_argument("--calibrator", default=None,
                    help="confidence calibrator written by `mlpsych calibrate` (default: the one shipped, fitted on "
                         "the development papers)")
     p.add_argument("--no-entity-anchor", action="store_true",
-                   help="sub-questions score all windows instead of only those mentioning their entity")
+                   help="sub-questions score all windows instead of only those mentioning their entity (default: "
+                        "only those, when retrieving)")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local: this process (default); ray: papers spread over a Ray cluster (docs/scale.md)")
     p.add_argument("--address", default=None,
@@ -92,8 +104,8 @@ def _settings_flag(parser: argparse.ArgumentParser, defaults: RunSettings):
         section, field = SETTING_FLAGS[name.lstrip("-").replace("-", "_")]
         default = getattr(getattr(defaults, section) if section else defaults, field)
         help_text = kwargs.pop("help", "")
-        if default is not None and "default:" not in help_text:
-            help_text += f" (default: {default})"
+        if "default:" not in help_text:
+            help_text += f" (default: {'none' if default is None else default})"
         parser.add_argument(name, default=None, help=help_text, **kwargs)
 
     return add
@@ -101,31 +113,70 @@ def _settings_flag(parser: argparse.ArgumentParser, defaults: RunSettings):
 
 def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tuple[QuestionSet, RunSettings]:
     """The run's questions and settings: the settings' defaults, the preset applied to both (``apply_preset``),
-    then every flag given explicitly. A value the settings refuse is a ValueError naming the flag."""
-    preset = getattr(args, "preset", None)
-    settings = RunSettings()
-    if preset:
-        questions, settings = apply_preset(preset, questions, settings)
-    data = settings.model_dump()
+    then every flag given explicitly. A value the settings refuse is a UserError naming the flag."""
+    given: dict = {"reader": {}, "llm": {}, "retrieval": {}}
     for dest, (section, field) in SETTING_FLAGS.items():
         value = getattr(args, dest, None)
         if value is not None:
-            (data[section] if section else data)[field] = value
-    data["llm"]["enabled"] = not getattr(args, "no_normalize", False)
+            (given[section] if section else given)[field] = value
+    given["llm"]["enabled"] = not getattr(args, "no_normalize", False)
     if getattr(args, "no_entity_anchor", False):
-        data["retrieval"]["entity_anchor"] = False
+        given["retrieval"]["entity_anchor"] = False
     if getattr(args, "calibrator", None):
-        data["answers"]["calibrator"] = args.calibrator
+        given["answers"] = {"calibrator": args.calibrator}
     small = getattr(args, "small_reader", None)
     if small is not None:
-        data["retrieval"]["cascade"]["model"] = None if small.lower() == "none" else small
+        given["retrieval"]["cascade"] = {"model": None if small.lower() == "none" else small}
     try:
-        return questions, RunSettings.model_validate(data)
+        return build_settings(questions, getattr(args, "preset", None), given=given)
     except ValidationError as error:
         first = error.errors()[0]
         field = first["loc"][-1]
         dest = next((d for d, (_, f) in SETTING_FLAGS.items() if f == field), str(field))
-        raise ValueError(f"--{dest.replace('_', '-')} {first.get('input')}: {first['msg']}") from None
+        raise UserError(f"--{dest.replace('_', '-')} {first.get('input')}: {first['msg']}") from None
+
+
+# The ways forward when models are missing, in the command line's words (the app has its own).
+MISSING_MODELS_HELP = (
+    "Ways forward: connect to the internet once (models download on the first run and are reused after); or use "
+    "models already on this machine: a question file whose models: are model folders (--questions FILE), "
+    "--small-reader FOLDER and --llm FOLDER (or --no-normalize); or try the whole pipeline offline with tiny "
+    "random models: mlpsych dev tiny-models FOLDER, then --questions FOLDER/questions.yaml.")
+
+
+def check_models(questions: QuestionSet, settings: RunSettings, cache: Path | None) -> None:
+    """Every model of the run (readers, the cascade's small reader, the LLM) on this machine or downloadable,
+    before the first paper is read; all missing ones named at once."""
+    from mlpsych.preflight import check_run, download_note, missing_message
+
+    checks = check_run(questions, settings, cache)
+    missing = missing_message(checks)
+    if missing:
+        raise UserError(f"{missing}\n{MISSING_MODELS_HELP}")
+    note = download_note(checks)
+    if note:
+        log.info("%s", note)
+
+
+def summary(result: RunResult, out: Path, seconds: float) -> list[str]:
+    """The end of a run in a few lines: papers, answers, where they went, how long, and each paper's problem."""
+    from mlpsych.estimate import format_seconds
+    from mlpsych.models import DEMO_NOTE
+
+    answered = sum(1 for a in result.answers if a.final)
+    lines = [f"{len(result.documents)} papers, {answered} answers -> {out} in {format_seconds(seconds)}"
+             + (f" ({len(result.errors)} papers with problems: see the status column)" if result.errors else "")]
+    for doc_id, problems in list(result.errors.items())[:SHOWN_PROBLEMS]:
+        lines.append(f"  {doc_id}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+    if len(result.errors) > SHOWN_PROBLEMS:
+        lines.append(f"  ... and {len(result.errors) - SHOWN_PROBLEMS} more papers with problems")
+    if result.info.get("demo_models"):
+        lines.append(f"note: {DEMO_NOTE}")
+    lines += [f"note: {warning}" for warning in result.info.get("warnings", [])]
+    return lines
+
+
+SHOWN_PROBLEMS = 10  # papers whose problem the end summary names (all are in the status column)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,14 +184,15 @@ def run(args: argparse.Namespace) -> int:
     from mlpsych.coding.adapt import AdaptError, use_adapted
     from mlpsych.coding.confidence import Calibrator
     from mlpsych.engines import EngineError, get_engine
-    from mlpsych.estimate import format_seconds
     from mlpsych.export import WRITERS, write_result
-    from mlpsych.models import DEMO_NOTE, ModelLoadError
+    from mlpsych.ingest import discover
+    from mlpsych.models import ModelLoadError
     from mlpsych.questions import QuestionFileError, load_question_sets
 
     started = time.monotonic()
     if args.out.suffix.lower() not in WRITERS:
         raise UserError(f"--out {args.out}: use a .xlsx, .csv or .jsonl file name")
+    check_output(args.out)
     try:
         get_engine(args.engine, address=args.address, workers=args.workers)  # a bad combination fails first
     except EngineError as error:
@@ -150,14 +202,7 @@ def run(args: argparse.Namespace) -> int:
             [q for q in (args.only or "").split(",") if q])
     except QuestionFileError as error:
         raise UserError(str(error)) from None
-    try:
-        documents = ingest_from_args(args, args.papers)
-    except (FileNotFoundError, ValueError) as error:
-        raise UserError(str(error)) from None
-    try:
-        questions, settings = settings_from_args(args, questions)
-    except ValueError as error:
-        raise UserError(str(error).splitlines()[0]) from None
+    questions, settings = settings_from_args(args, questions)
     try:
         questions = use_adapted(questions, args.adapted) if args.adapted else questions
     except AdaptError as error:
@@ -166,6 +211,13 @@ def run(args: argparse.Namespace) -> int:
         Calibrator.load(settings.answers.calibrator)  # a bad file fails now, not after the reading
     except ValueError as error:
         raise UserError(f"--calibrator: {error}") from None
+    try:
+        discover(args.papers)  # a missing or empty folder is said before the models are looked for
+    except (FileNotFoundError, ValueError) as error:
+        raise UserError(str(error)) from None
+    if args.engine == "local":  # a Ray cluster's nodes may hold models this machine does not
+        check_models(questions, settings, args.cache)
+    documents = ingest_from_args(args, args.papers)
     line = None if args.no_progress or args.engine != "local" else progress_line(questions, settings, documents,
                                                                                   args.cache)
     try:
@@ -179,14 +231,7 @@ def run(args: argparse.Namespace) -> int:
     except EngineError as error:
         raise UserError(str(error)) from None
     write_result(result, args.out)
-    failed = [d for d in result.errors]
-    answered = sum(1 for a in result.answers if a.final)
-    print(f"{len(documents)} papers, {answered} answers -> {args.out} in {format_seconds(time.monotonic() - started)}"
-          + (f" ({len(failed)} papers with problems: see the status column)" if failed else ""))
-    if result.info.get("demo_models"):
-        print(f"note: {DEMO_NOTE}")
-    for warning in result.info.get("warnings", []):
-        print(f"note: {warning}")
+    print("\n".join(summary(result, args.out, time.monotonic() - started)))
     return 0
 
 

@@ -101,7 +101,7 @@ def test_llm_stage_is_off_on_a_cpu_with_a_note(tmp_path):
 
 
 def test_first_run_download_is_announced_before_run(tmp_path, monkeypatch):
-    from mlpsych.app import preflight
+    from mlpsych import preflight
 
     monkeypatch.setattr(preflight, "cached_config", lambda model: None)
     monkeypatch.setattr(preflight, "offline_unless_reachable", lambda model: False)  # as if online

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from mlpsych.app import preflight, runner
+from mlpsych import preflight
+from mlpsych.app import runner
 from mlpsych.progress import ProgressEvent
 from mlpsych.questions import load_question_set, parse_question_set
 from mlpsych.settings import LLMSettings, RunSettings
@@ -67,10 +68,10 @@ def test_the_llm_is_checked_too_without_knowing_its_default(tmp_path, tiny_model
     questions = parse_question_set({"questions": [
         {"id": "q1", "text": "Which methods?", "models": [str(tiny_models["bert"])],
          "normalize": {"prompt": "{answers}"}}]}, "inline")
-    checks = runner.plan_models(questions, RunSettings(), tmp_path / "c")
+    checks = preflight.check_run(questions, RunSettings(), tmp_path / "c")
     assert [(c.role, c.model == str(tiny_models["bert"])) for c in checks] == [("reader", True), ("LLM", False)]
     assert checks[1].where in ("missing", "cache")  # the pipeline's default LLM, offline
-    assert [c.role for c in runner.plan_models(questions, RunSettings(llm=LLMSettings(enabled=False)))] == ["reader"]
+    assert [c.role for c in preflight.check_run(questions, RunSettings(llm=LLMSettings(enabled=False)))] == ["reader"]
 
 
 def test_nothing_readable_is_its_own_outcome(tmp_path, tiny_questions):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
+import re
 
 import pytest
 from openpyxl import load_workbook
@@ -48,6 +48,8 @@ def test_examples_to_spreadsheet_and_rerun_from_cache(examples_dir, tiny_questio
             assert r["answer"] in r["evidence"] and r["page"] == 1
     q4 = [r for r in records if r["question_id"] == "q4"]
     assert all(r["bridge_entity"] and r["bridge_entity"] in r["question"] for r in q4)
+    summary = capsys.readouterr().out
+    assert re.search(rf"{len(papers)} papers, \d+ answers -> .*results.xlsx in \d+ (s|min)", summary)
     run_sheet = dict(wb["run"].iter_rows(min_row=2, values_only=True))
     assert run_sheet["transformers"].startswith("5.") and int(run_sheet["windows_read"]) > 0
 
@@ -96,22 +98,62 @@ def test_bad_output_name(examples_dir, tmp_path, capsys):
     one_line_error(capsys)
 
 
-@pytest.mark.slow
-def test_unknown_model_is_one_line_and_keeps_other_work(examples_dir, tiny_models, tmp_path, capsys, monkeypatch):
+def test_missing_models_are_named_at_once_before_any_paper_is_read(examples_dir, tiny_models, tmp_path, capsys,
+                                                                    monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     questions = tmp_path / "q.yaml"
+    gone = tmp_path / "no-folder"
     questions.write_text(
         "questions:\n"
         f"  - id: good\n    text: What methods were used?\n    models: ['{tiny_models['bert']}']\n"
         "  - id: bad\n    text: What software was used?\n    models: [nobody/no-such-model-squad2]\n"
+        f"  - id: worse\n    text: Which data?\n    models: ['{gone}']\n"
+        "    normalize:\n      prompt: '{answers}'\n"
     )
-    papers = tmp_path / "papers"
-    shutil.copytree(examples_dir / "papers", papers)
-    cache = tmp_path / "cache"
-    assert run_cli(papers, "--questions", questions, "--out", tmp_path / "r.xlsx", "--cache", cache) == 2
-    line = one_line_error(capsys)
-    assert "nobody/no-such-model-squad2" in line
-    # The good question's work is cached: answering it alone now loads nothing new.
-    from mlpsych.cache import ResultCache
+    read = []
+    monkeypatch.setattr("mlpsych.cli.ingest_cmd.load_documents", lambda *a, **k: read.append(a) or [])
+    assert run_cli(examples_dir / "papers", "--questions", questions, "--out", tmp_path / "r.xlsx",
+                   "--llm", tmp_path / "no-llm") == 2
+    err = capsys.readouterr().err
+    assert err.count("mlpsych: error:") == 1 and "Traceback" not in err
+    for missing in ("nobody/no-such-model-squad2", str(gone), str(tmp_path / "no-llm")):
+        assert missing in err
+    assert str(tiny_models["bert"]) not in err
+    assert "mlpsych dev tiny-models" in err and read == []  # the ways forward; no paper was read
 
-    assert len(ResultCache(cache)) == len(list(papers.glob("*.txt")))
+
+def test_unwritable_output_fails_before_reading(examples_dir, tiny_questions, tmp_path, capsys):
+    (tmp_path / "file.txt").write_text("a file, not a folder")
+    cache = tmp_path / "cache"
+    assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", tmp_path / "file.txt" / "r.xlsx",
+                   "--cache", cache) == 2
+    assert "file.txt" in one_line_error(capsys) and not cache.exists()  # nothing was read or cached
+
+
+def test_bad_choices_and_unknown_presets_are_one_line(tmp_path, capsys):
+    for args in (["--preset", "turbo"], ["--read", "some"], ["--engine", "spark"]):
+        with pytest.raises(SystemExit) as stopped:
+            main(["run", str(tmp_path), *args])
+        assert stopped.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and args[1] in err[0] and "invalid choice" in err[0]
+
+
+def test_help_shows_every_default():
+    from mlpsych.cli import build_parser
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    for action in run._actions:
+        if action.option_strings and action.dest != "help":
+            assert "default" in action.help.lower(), action.option_strings
+    assert "benchmarks/README" not in run.format_help() and ".;" not in run.format_help()
+
+
+def test_a_bug_is_shown_as_one_and_where_to_report_it(examples_dir, tmp_path, capsys, monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr("mlpsych.cli.run_cmd.settings_from_args", broken)
+    assert run_cli(examples_dir / "papers", "--out", tmp_path / "r.xlsx") == 1
+    err = capsys.readouterr().err
+    assert "KeyError" in err and "bug in mlpsych" in err and "report" in err and "Traceback" not in err

@@ -9,7 +9,8 @@ import pytest
 
 openpyxl = pytest.importorskip("openpyxl")
 
-from mlpsych.cli import UserError, agree_cmd  # noqa: E402
+from mlpsych.cli import agree_cmd  # noqa: E402
+from mlpsych.errors import UserError  # noqa: E402
 from mlpsych.evaluation import agree  # noqa: E402
 
 # question, models, stage, correct, correct_2 (row 9 holds an unreadable mark, row 8 a blank)

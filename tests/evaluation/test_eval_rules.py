@@ -15,7 +15,7 @@ import math
 
 import pytest
 
-from mlpsych.cli import UserError
+from mlpsych.errors import UserError
 from mlpsych.evaluation import evaluate as ev
 
 from .test_evaluate import EXPECTED, GOLD, RAN, ROWS, TEXTS, A, B, _by_key, _export, _run_cli, _write_dataset

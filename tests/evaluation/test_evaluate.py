@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mlpsych.cli import UserError, eval_cmd
+from mlpsych.cli import eval_cmd
+from mlpsych.errors import UserError
 from mlpsych.evaluation import evaluate as ev
 from mlpsych.evaluation.metrics import normalize_answer
 

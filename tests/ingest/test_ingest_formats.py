@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mlpsych.cli import UserError
+from mlpsych.errors import UserError
 from mlpsych.cli.ingest_cmd import add_ingest_options, ingest_from_args, run
 from mlpsych.dev.synth import SynthPaper, render_pdf
 from mlpsych.documents import Document

@@ -1,17 +1,24 @@
 """Before any paper is read: is every model of the run on this machine, or downloadable? Answered in seconds.
 
 Without this check a run on a machine without the models read every paper, then failed at the first model load
-(and with the LLM stage only after the readers). Here each model is looked up in the Hugging Face cache or on
-disk; a model that is in neither is downloadable only if the Hub answers ``mlpsych.hub``'s single probe.
+(and with the LLM stage only after the readers). The app and the command line both ask it, from the pipeline's
+plan (``run_models``), so every model of the run is checked, the small reader and the LLM included. Here each
+model is looked up in the Hugging Face cache or on disk; a model that is in neither is downloadable only if the
+Hub answers ``mlpsych.hub``'s single probe.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from mlpsych.hub import cached_config, is_local, offline_unless_reachable
+from mlpsych.progress import ProgressEvent
+
+if TYPE_CHECKING:
+    from mlpsych.questions import QuestionSet
+    from mlpsych.settings import RunSettings
 
 Where = Literal["folder", "cache", "download", "missing"]
 
@@ -45,6 +52,23 @@ class ModelCheck:
     @property
     def size(self) -> str:
         return f"about {self.size_gb:g} GB" if self.size_gb else "size unknown"
+
+
+def run_models(plan: list[ProgressEvent]) -> dict[str, str]:
+    """Every model a run loads (``model -> "reader" | "LLM"``), from the pipeline's plan: no defaults known here."""
+    return {e.model: "LLM" if e.stage == "normalize" else "reader" for e in plan}
+
+
+def check_run(questions: QuestionSet, settings: RunSettings, cache_dir: Path | str | None = None) -> list[ModelCheck]:
+    """Every model of a run (readers, the cascade's small reader, the LLM) checked, from the pipeline's plan."""
+    from mlpsych.cache import ResultCache
+    from mlpsych.pipeline import Pipeline
+
+    cache = ResultCache(cache_dir)
+    try:
+        return check_models(run_models(Pipeline(questions, settings, cache, progress=False).plan(1)))
+    finally:
+        cache.close()
 
 
 def check_model(model: str, role: str = "reader") -> ModelCheck:
@@ -88,12 +112,6 @@ def missing_message(checks: list[ModelCheck]) -> str | None:
             lines.append(f"- {c.role} {c.model} ({c.size} to download): not on this machine, and the Hugging Face "
                          "Hub cannot be reached to download it")
     return ("The run did not start: these models are needed and not available.\n" + "\n".join(lines))
-
-
-LOCAL_MODELS_HELP = (
-    "To use models already on this machine: write a question file whose `models:` are model folders (as "
-    "`mlpsych dev tiny-models FOLDER` does) and give its path in the sidebar under 'Question file path'; or copy a "
-    "Hugging Face cache folder (~/.cache/huggingface/hub) from a machine with internet.")
 
 
 def models_here(candidates: list[str]) -> list[str]:
