@@ -367,8 +367,8 @@ def results_section() -> None:
                    "the sidebar's question file).", icon="⚠️")
     hits, misses = info.get("cache_hits", 0), info.get("cache_misses", 0)
     st.caption(f"{len(result.documents)} paper(s) in {format_seconds(outcome.seconds)}; "
-               f"cache: {info.cache_hits} reused, {info.cache_misses} computed ({info.cache})")
-    for warning in info.warnings:
+               f"cache: {hits} reused, {misses} computed ({info.get('cache', '')})")
+    for warning in info.get("warnings", []):
         st.warning(warning)
     for line in results.duplicate_names(result.documents):
         st.warning(line)
