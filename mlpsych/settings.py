@@ -18,20 +18,23 @@ class ReaderSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    stride: int = Field(default=128, ge=0)  # tokens shared by consecutive windows (the paper's doc_stride)
+    stride: int = Field(default=128, ge=0, description="tokens shared by neighbouring windows (the paper's doc_stride)")
     # Tokens per model input (within the model's maximum; None: the model's maximum). 384 as the transformers
     # pipeline; the model's 512 shared by all questions was not better on both halves of the development papers
     # (benchmarks/README.md, answer_quality).
-    max_length: int | None = Field(default=384, ge=16)
+    max_length: int | None = Field(default=384, ge=16, description="window length in tokens, within the model's "
+                                   "maximum", json_schema_extra={"none": "the model's maximum"})
     # In the shared layout (retrieval's windows), room kept for the question, so windows do not depend on it. A
     # longer question borrows up to stride // 2 tokens from the side of the window its neighbour also reads
     # (nothing goes unread), and is cut beyond that.
     question_tokens: int = Field(default=24, ge=1)
     n_best: int = Field(default=20, ge=1)  # start and end candidates per window
-    batch_size: int | None = Field(default=None, ge=1)  # None: ``Reader.default_batch_size`` for device and model
+    batch_size: int | None = Field(default=None, ge=1, description="windows read at once",  # Reader.default_batch_size
+                                   json_schema_extra={"none": "chosen per device and model"})
     null_threshold: float = 0.0  # for may-be-empty questions: a span must beat the no-answer score by this margin
-    device: str = "auto"
-    dtype: str = "auto"
+    device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N or mps")
+    dtype: str = Field(default="auto", description="auto, fp32, fp16 or bf16 for the readers ($MLPSYCH_DTYPE sets "
+                                                   "what auto means)")
     # How the transformers question-answering pipeline of the paper's code reads, one field per choice so
     # benchmarks/answer_quality.py measures each alone. The defaults are the pipeline's wherever mlpsych's own way
     # did not measure better on answers (decision table in benchmarks/README.md); of mlpsych's own choices only
@@ -68,10 +71,11 @@ class LLMSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    model: str | None = None
-    device: str = "auto"
+    model: str | None = Field(default=None, description="normalization model (Hub id or folder) instead of the "
+                              "template's", json_schema_extra={"none": "the template's, else the library's default LLM"})
+    device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N or mps for the LLM")
     dtype: str = "auto"
-    quantization: Literal["8bit", "4bit"] | None = None
+    quantization: Literal["8bit", "4bit"] | None = Field(default=None, description="bitsandbytes loading (CUDA)")
     max_new_tokens: int = Field(default=256, ge=8, le=4096)
     batch_size: int = Field(default=4, ge=1)
     max_input_items: int = Field(default=60, ge=1)  # extractive answers shown to the LLM per prompt
@@ -137,10 +141,14 @@ class RetrievalSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    read: Literal["template", "all", "retrieve"] = "template"
-    mode: Literal["bm25", "dense"] | None = None  # None: the template's mode, or bm25 where it has none
-    budget: int | None = Field(default=None, ge=1)  # None: the template's budget
-    neighbours: int = Field(default=0, ge=0, le=4)  # windows on each side of a chosen one, also read
+    read: Literal["template", "all", "retrieve"] = Field(
+        default="template", description="template: as each template says; all: read every window (the paper's "
+        "behaviour); retrieve: read only the windows that retrieval ranks best for each question")
+    mode: Literal["bm25", "dense"] | None = Field(default=None, description="how windows are scored when retrieving",
+                                                  json_schema_extra={"none": "the template's, else bm25"})
+    budget: int | None = Field(default=None, ge=1, description="windows read per question when retrieving",
+                               json_schema_extra={"none": "the template's"})
+    neighbours: int = Field(default=0, ge=0, le=4, description="also read this many windows beside each chosen one")
     entity_anchor: bool = True  # bridged sub-questions read only windows that mention their entity
     entity_budget: int | None = Field(default=None, ge=1)  # cap on anchored windows; None: the budget
     entity_extra: int = Field(default=0, ge=0)  # sub-questions also read this many best windows of the paper
@@ -157,7 +165,8 @@ class RunSettings(BaseModel):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     answers: AnswerSettings = Field(default_factory=AnswerSettings)
-    max_sub_questions: int | None = Field(default=None, ge=1)
+    max_sub_questions: int | None = Field(default=None, ge=1, description="cap on multi-hop sub-questions per paper",
+                                         json_schema_extra={"none": "the template's"})
     preset: str | None = None  # the preset applied, for the run sheet
 
     def describe(self) -> dict:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+import types
+import typing
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
@@ -38,30 +40,19 @@ def add_parser(subparsers) -> None:
     p.add_argument("--cache", type=Path, default=None, help="cache folder (default: the per-user cache folder)")
     defaults = RunSettings()
     flag = _settings_flag(p, defaults)
-    flag("--device", help="auto, cpu, cuda, cuda:N or mps")
-    flag("--dtype", help="auto, fp32, fp16 or bf16 for the readers ($MLPSYCH_DTYPE sets what auto means)")
-    flag("--batch-size", type=int, help="windows read at once (default: chosen per device and model)")
-    flag("--stride", type=int, help="tokens shared by neighbouring windows")
-    flag("--max-length", type=int, help="window length in tokens, within the model's maximum")
+    for name in ("--device", "--dtype", "--batch-size", "--stride", "--max-length"):
+        flag(name)
     p.add_argument("--no-normalize", action="store_true",
                    help="skip the LLM normalization stage (default: normalize the questions that ask for it)")
-    flag("--llm", help="normalization model (Hub id or folder) instead of the template's (default: the template's, "
-                      "else the library's default LLM)")
-    flag("--llm-device", help="auto, cpu, cuda, cuda:N or mps for the LLM")
-    flag("--llm-quantization", choices=["8bit", "4bit"], help="bitsandbytes loading (CUDA; default: none)")
-    flag("--max-sub-questions", type=int, help="cap on multi-hop sub-questions per paper (default: the template's)")
+    for name in ("--llm", "--llm-device", "--llm-quantization", "--max-sub-questions"):
+        flag(name)
     p.add_argument("--no-progress", action="store_true", help="no progress bars (default: progress shown)")
     p.add_argument("--preset", choices=list(PRESETS), default=None,
                    help="a named run configuration; options given explicitly override it (default: none, each "
                         "option's own default). "
                         + " ".join(f"{name}: {preset.description}" for name, preset in PRESETS.items()))
-    flag("--read", choices=["all", "retrieve"],
-         help="all: read every window (the paper's behaviour); retrieve: read only the windows that retrieval "
-              "ranks best for each question (default: as the templates say)")
-    flag("--retrieval", choices=["bm25", "dense"],
-         help="how windows are scored when retrieving (default: the template's, else bm25)")
-    flag("--budget", type=int, help="windows read per question when retrieving (default: the template's)")
-    flag("--neighbours", type=int, help="also read this many windows beside each chosen one")
+    for name in ("--read", "--retrieval", "--budget", "--neighbours"):
+        flag(name)
     p.add_argument("--small-reader", default=None,
                    help="when retrieving, a small SQuAD2 reader (Hub id or folder) reads every window first and the "
                         "template's readers only where its answers weigh most (the fast preset's cascade); 'none' "
@@ -98,15 +89,22 @@ SETTING_FLAGS: dict[str, tuple[str | None, str]] = {
 
 
 def _settings_flag(parser: argparse.ArgumentParser, defaults: RunSettings):
-    """``add_argument`` for a flag backed by a settings field: default None (not given), help showing the default."""
+    """``add_argument`` for a flag backed by a settings field, generated from the field: its description as the
+    help, its type, its choices (a Literal), and its default shown (what None means, from the field); the flag's
+    own default is None (not given), so the settings (or the preset) decide."""
 
-    def add(name: str, **kwargs) -> None:
+    def add(name: str) -> None:
         section, field = SETTING_FLAGS[name.lstrip("-").replace("-", "_")]
-        default = getattr(getattr(defaults, section) if section else defaults, field)
-        help_text = kwargs.pop("help", "")
-        if "default:" not in help_text:
-            help_text += f" (default: {'none' if default is None else default})"
-        parser.add_argument(name, default=None, help=help_text, **kwargs)
+        owner = getattr(defaults, section) if section else defaults
+        info = type(owner).model_fields[field]
+        default = getattr(owner, field)
+        none = (info.json_schema_extra or {}).get("none", "none")
+        union = typing.get_origin(info.annotation) in (typing.Union, types.UnionType)
+        kinds = [k for k in (typing.get_args(info.annotation) if union else (info.annotation,)) if k is not type(None)]
+        choices = [c for k in kinds if typing.get_origin(k) is Literal for c in typing.get_args(k)]
+        kind = next((k for k in kinds if k in (int, float)), None)
+        parser.add_argument(name, default=None, type=kind, choices=choices or None,
+                            help=f"{info.description} (default: {none if default is None else default})")
 
     return add
 

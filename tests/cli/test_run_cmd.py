@@ -147,6 +147,14 @@ def test_help_shows_every_default():
         if action.option_strings and action.dest != "help":
             assert "default" in action.help.lower(), action.option_strings
     assert "benchmarks/README" not in run.format_help() and ".;" not in run.format_help()
+    # the flags backed by settings are made from the fields: their description, type, choices and default
+    from mlpsych.settings import ReaderSettings, RetrievalSettings
+
+    flags = {a.dest: a for a in run._actions}
+    assert flags["stride"].help == f"{ReaderSettings.model_fields['stride'].description} (default: 128)"
+    assert flags["stride"].type is int and flags["retrieval"].choices == ["bm25", "dense"]
+    assert flags["read"].choices == ["template", "all", "retrieve"] and flags["read"].default is None
+    assert flags["budget"].help.startswith(RetrievalSettings.model_fields["budget"].description)
 
 
 def test_a_bug_is_shown_as_one_and_where_to_report_it(examples_dir, tmp_path, capsys, monkeypatch):
