@@ -32,5 +32,5 @@ set +e
 "$work/venv/bin/mlpsych" run papers --questions mlpsych --only q2 --no-progress --out out2.xlsx 2> err.txt
 code=$?
 set -e
-grep -q "could not be loaded" err.txt && [ "$code" -eq 2 ] || { cat err.txt; exit 1; }
+grep -q "these models are needed and not available" err.txt && [ "$code" -eq 2 ] || { cat err.txt; exit 1; }
 echo "wheel: ok (installed outside the checkout, ran the library and tiny models)"
