@@ -230,7 +230,8 @@ def test_llm_output_is_data_not_instructions(tiny_models, tmp_path, monkeypatch)
 
 
 @pytest.mark.slow
-def test_llm_that_does_not_exist_keeps_extractive_answers(tiny_models, tmp_path, capsys) -> None:
+def test_llm_that_does_not_exist_stops_the_command_early_and_the_library_keeps_extractive_answers(
+        tiny_models, tmp_path, capsys) -> None:
     papers = tmp_path / "papers"
     papers.mkdir()
     (papers / "a.txt").write_text(GOOD, encoding="utf-8")
@@ -241,11 +242,20 @@ def test_llm_that_does_not_exist_keeps_extractive_answers(tiny_models, tmp_path,
     out = tmp_path / "out.jsonl"
     code = main(["run", str(papers), "--questions", str(questions), "--out", str(out), "--cache", str(tmp_path / "c"),
                  "--llm", "nobody/no-such-instruct-model", "--no-progress", "--max-length", "256"])
-    assert code == 0
-    printed = capsys.readouterr().out
-    assert "note: normalization skipped" in printed and "nobody/no-such-instruct-model" in printed
-    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert rows and all(r["stage"] == "extractive" for r in rows) and any(r["final"] for r in rows)
+    # The command line checks every model of the run before the first paper: named, with --no-normalize offered.
+    assert code == 2 and not out.exists()
+    said = capsys.readouterr().err
+    assert "nobody/no-such-instruct-model" in said and "--no-normalize" in said
+    # The library, asked directly, still keeps the extractive answers when the LLM cannot be loaded.
+    question = QuestionTemplate(id="q1", text="What machine learning techniques were used?",
+                                models=[str(tiny_models["bert"])], normalize=NormalizeSpec(prompt="List: {answers}"))
+    settings = RunSettings(reader=ReaderSettings(max_length=256), llm=LLMSettings(model="nobody/no-such-instruct-model"))
+    result = Pipeline(QuestionSet(questions=[question]), settings, ResultCache(tmp_path / "c"), progress=False).run(
+        [Document(id="a", text=GOOD)])
+    assert any("normalization skipped" in w and "nobody/no-such-instruct-model" in w
+               for w in result.info.get("warnings", []))
+    rows = [a for a in result.answers if a.doc_id == "a"]
+    assert rows and all(a.stage == "extractive" for a in rows) and any(a.final for a in rows)
 
 
 @pytest.mark.slow
