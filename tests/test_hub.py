@@ -73,6 +73,7 @@ def test_unreachable_hub_means_one_request_then_the_offline_message(tmp_path):
     assert done.returncode == 2, done.stderr
     error = [line for line in done.stderr.splitlines() if line.startswith("mlpsych: error:")]
     assert len(error) == 1 and "Traceback" not in done.stderr
-    assert "somebody/reader-that-is-not-here" in error[0] and "hf download" in error[0]
-    assert "cannot be reached" in done.stderr
+    # One error, then every missing model named and the ways forward (the command line's preflight message).
+    assert "did not start" in error[0] and "somebody/reader-that-is-not-here" in done.stderr
+    assert "cannot be reached" in done.stderr and "mlpsych dev tiny-models" in done.stderr
     assert hub.connections == 1  # the probe; no retries, no request per file
