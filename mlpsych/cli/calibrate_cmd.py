@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from None
     try:
         calibrator = cf.fit(x, y, fitted_on)
-    except ValueError as error:
+    except cf.CalibratorError as error:
         raise UserError(f"{error}: code more answers first ({int(y.sum())} correct, {int(len(y) - y.sum())} "
                         "wrong so far)") from None
     calibrator.save(args.out)

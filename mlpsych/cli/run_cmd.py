@@ -180,7 +180,7 @@ SHOWN_PROBLEMS = 10  # papers whose problem the end summary names (all are in th
 def run(args: argparse.Namespace) -> int:
     from mlpsych.cli.ingest_cmd import ingest_from_args
     from mlpsych.coding.adapt import AdaptError, use_adapted
-    from mlpsych.coding.confidence import Calibrator
+    from mlpsych.coding.confidence import Calibrator, CalibratorError
     from mlpsych.engines import EngineError, get_engine
     from mlpsych.export import WRITERS, write_result
     from mlpsych.ingest import discover
@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from None
     try:
         Calibrator.load(settings.answers.calibrator)  # a bad file fails now, not after the reading
-    except ValueError as error:
+    except CalibratorError as error:
         raise UserError(f"--calibrator: {error}") from None
     try:
         discover(args.papers)  # a missing or empty folder is said before the models are looked for

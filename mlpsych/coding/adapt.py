@@ -42,6 +42,7 @@ from mlpsych.dev.train_reader import (
     squad2_report,
 )
 from mlpsych.documents import Document, sentence_spans
+from mlpsych.errors import UserError
 from mlpsych.questions import QuestionSet, QuestionTemplate
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 ADAPTED_KEY = "adapted"  # the section of mlpsych_reader.json describing an adapted reader
 
 
-class AdaptError(ValueError):
+class AdaptError(UserError):
     """Coding that cannot train a reader (nothing coded, questions unknown): the message says what to do."""
 
 

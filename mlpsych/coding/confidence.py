@@ -24,7 +24,13 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from mlpsych.errors import UserError
 from mlpsych.evaluation.metrics import token_f1
+
+
+class CalibratorError(UserError):
+    """A calibrator file that is not one, or coding that cannot fit one: the message says which."""
+
 
 FEATURES = ("score", "log_rank", "log_answers", "agreement", "log_recurrence", "grounded", "phrase", "log_words")
 GOLD_F1 = 0.5  # word-overlap F1 with a gold answer from which an answer counts as one a coder would accept
@@ -122,8 +128,8 @@ class Calibrator:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> "Calibrator":
-        """A calibrator file, or the shipped default (``path`` None). Raises ValueError for a file that is not one
-        (or was fitted on other features)."""
+        """A calibrator file, or the shipped default (``path`` None). Raises CalibratorError for a file that is not
+        one (or was fitted on other features)."""
         if path is None:
             raw = importlib.resources.files("mlpsych.coding").joinpath(DEFAULT_FILE).read_text(encoding="utf-8")
             source = DEFAULT_FILE
@@ -131,16 +137,16 @@ class Calibrator:
             try:
                 raw = Path(path).read_text(encoding="utf-8")
             except OSError as error:
-                raise ValueError(f"calibrator {path}: {error.strerror or error}") from None
+                raise CalibratorError(f"calibrator {path}: {error.strerror or error}") from None
             source = str(path)
         try:
             data = json.loads(raw)
             if tuple(data["features"]) != FEATURES:
-                raise ValueError(f"fitted on features {data['features']}, this version uses {list(FEATURES)}")
+                raise CalibratorError(f"fitted on features {data['features']}, this version uses {list(FEATURES)}")
             return cls([float(w) for w in data["weights"]], float(data["intercept"]), list(data["mean"]),
                        list(data["scale"]), dict(data.get("fitted_on") or {}))
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            raise ValueError(f"calibrator {source}: not a calibrator file ({error})") from None
+        except (ValueError, KeyError, TypeError) as error:  # JSON or numbers that do not parse
+            raise CalibratorError(f"calibrator {source}: not a calibrator file ({error})") from None
 
 
 def fit(x: np.ndarray, y: Sequence[bool], fitted_on: dict, l2: float = 1.0, iterations: int = 50) -> Calibrator:
@@ -148,7 +154,7 @@ def fit(x: np.ndarray, y: Sequence[bool], fitted_on: dict, l2: float = 1.0, iter
     features standardized by their mean and spread (a constant feature gets scale 1)."""
     y = np.asarray(y, dtype=float)
     if len(y) == 0 or y.min() == y.max():
-        raise ValueError("a calibrator needs answers marked correct and answers marked wrong")
+        raise CalibratorError("a calibrator needs answers marked correct and answers marked wrong")
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-9] = 1.0

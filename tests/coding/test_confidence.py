@@ -41,20 +41,20 @@ def test_fit_learns_the_direction_and_round_trips_as_json(tmp_path):
     assert np.allclose(again.predict(x), calibrator.predict(x))
     p = calibrator.predict(x)
     assert abs(p.mean() - y.mean()) < 0.01  # a logistic fit with an intercept matches the base rate
-    with pytest.raises(ValueError, match="correct and answers marked wrong"):
+    with pytest.raises(cf.CalibratorError, match="correct and answers marked wrong"):
         cf.fit(x[:3], [True, True, True], {})
 
 
 def test_bad_calibrator_files_are_refused(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    with pytest.raises(ValueError, match="not a calibrator file"):
+    with pytest.raises(cf.CalibratorError, match="not a calibrator file"):
         cf.Calibrator.load(bad)
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"features": ["score"], "weights": [1], "intercept": 0, "mean": [0], "scale": [1]}))
-    with pytest.raises(ValueError, match="fitted on features"):
+    with pytest.raises(cf.CalibratorError, match="fitted on features"):
         cf.Calibrator.load(other)
-    with pytest.raises(ValueError, match="missing.json"):
+    with pytest.raises(cf.CalibratorError, match="missing.json"):
         cf.Calibrator.load(tmp_path / "missing.json")
 
 
