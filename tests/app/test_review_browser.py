@@ -73,6 +73,9 @@ def test_review_mark_correct_add_reopen_in_chromium(server, browser, tmp_path, s
     page.reload()  # a new session: the review continues from the file
     page.get_by_role("heading", name="mlpsych: answers from papers").wait_for()
     open_review(page, sheet, texts)
-    assert mark(page, "students").get_by_role("radio", name="wrong").is_checked()
-    assert fix(page, "caret").input_value() == "the caret package"
+    from playwright.sync_api import expect  # here: without Playwright the module's tests skip, not fail
+
+    # the page fills in as the script's elements arrive: wait for the values (up to 30 s on a loaded machine)
+    expect(mark(page, "students").get_by_role("radio", name="wrong")).to_be_checked(timeout=30_000)
+    expect(fix(page, "caret")).to_have_value("the caret package", timeout=30_000)
     page.get_by_text("3 of 3 answers of A coded").wait_for()
