@@ -47,7 +47,7 @@ class CleaningOptions:
     """One switch per cleaning step; all on by default (the paper's manual cleaning, automated)."""
 
     unicode: bool = True  # ligatures, soft hyphens, odd spaces and quotes normalized (NFKC)
-    hyphenation: bool = True  # words broken across line ends re-joined
+    hyphenation: bool = True  # words broken across line ends re-joined; a closed-up dash at a line end too
     margins: bool = True  # margin/overlay text: rotated or beside the text block, download notices, page stamps
     headers: bool = True  # running headers/footers (lines repeated across pages) and page numbers dropped
     footnotes: bool = True  # small-font blocks at the foot of a page dropped (needs font sizes: pdfium backend)
@@ -359,6 +359,10 @@ _TRAILING_HYPHEN = re.compile(r"(\S*?)([^\W\d_]+)-$")
 _LAST_WORD_CHARS = 120  # searched for a line-end hyphen: the search is cubic in the length of a line without spaces
 _LEADING_WORD = re.compile(r"^(\w+)")
 _LEADING_COMPOUND = re.compile(r"^[^\W\d_]+-[^\W\d_]+")
+# An en or em dash closed up to the word before it ("countries—", "pages 117–") at a line end: the line break
+# is not a space, the next word belongs right after the dash ("countries—Ireland", "117–122"). A spaced dash
+# ("word —") has a space before it and is left alone.
+_TRAILING_CLOSED_DASH = re.compile(r"[^\s\u2013\u2014][\u2013\u2014]$")
 
 
 def _vocabulary(pages: list[list[Line]]) -> Counter[str]:
@@ -430,7 +434,7 @@ def assemble(pages: list[list[Line]], dehyphenate: bool) -> tuple[str, list[tupl
     parts: list[str] = []
     length = 0
     ranges: list[tuple[int, int]] = []
-    joined = kept = 0
+    joined = kept = dashes = 0
     prev: Line | None = None
     for page in pages:
         page_start: int | None = None
@@ -454,6 +458,8 @@ def assemble(pages: list[list[Line]], dehyphenate: bool) -> tuple[str, list[tupl
                         joined += 1
                     else:
                         kept += 1
+                elif dehyphenate and lead and _TRAILING_CLOSED_DASH.search(tail):
+                    dashes += 1  # closed up, no separator
                 else:
                     sep = _separator(prev, line, typical)
                     parts.append(sep)
@@ -464,7 +470,8 @@ def assemble(pages: list[list[Line]], dehyphenate: bool) -> tuple[str, list[tupl
             length += len(text)
             prev = Line(text, line.page, size=line.size)
         ranges.append((page_start, length) if page_start is not None else (length, length))
-    return "".join(parts), _fill_empty_ranges(ranges), {"joined": joined, "kept_hyphen": kept}
+    report = {"joined": joined, "kept_hyphen": kept, "dash_closed_up": dashes}
+    return "".join(parts), _fill_empty_ranges(ranges), report
 
 
 def _fill_empty_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -503,6 +510,7 @@ _PAREN = re.compile(r"\(([^()]{2,600})\)")
 _NARRATIVE = re.compile(rf"(?<=[A-Za-z\u00C0-\u024F.])(\s*\(\s*{_YEARS}{_LOCATOR}\s*\))")
 _NARRATIVE_NAME = re.compile(r"(?:\b[A-Z][\w'’\-]*|\bal\.)\s*$")
 _NUMERIC = re.compile(r"\s?\[\s*\d{1,3}(?:\s*[-–,]\s*\d{1,3})*\s*\]")
+_NUMERIC_RANGE = re.compile(r"(\d+)\s*[-–]\s*(\d+)")  # "15–20" of "[6,10,15–20]": a citation range runs upward
 
 
 def find_citations(text: str) -> tuple[list[tuple[int, int, str]], dict[str, int]]:
@@ -525,7 +533,8 @@ def find_citations(text: str) -> tuple[list[tuple[int, int, str]], dict[str, int
             stats["narrative_year"] += 1
     for match in _NUMERIC.finditer(text):
         numbers = [int(n) for n in re.findall(r"\d+", match.group())]
-        if all(n > 0 for n in numbers):
+        ranges = [(int(a), int(b)) for a, b in _NUMERIC_RANGE.findall(match.group())]
+        if all(n > 0 for n in numbers) and all(a < b for a, b in ranges):  # "[200–1,500]" is a range of values
             edits.append((match.start(), match.end(), ""))
             stats["numeric"] += 1
     return edits, stats

@@ -108,6 +108,24 @@ def test_hyphenation_joins_syllable_breaks_but_keeps_real_compounds() -> None:
     assert "meth- ods" in off or "meth-\nods" in off
 
 
+def test_a_dash_closed_up_at_a_line_end_joins_the_next_word_without_a_space() -> None:
+    text = (
+        "data from three different countries\u2014\n"
+        "Ireland, the United States and the United Kingdom, pages 117\u2013\n"
+        "122 of the report; a spaced dash \u2014\n"
+        "stays spaced, as does a hyphen-less line\n"
+        "end."
+    )
+    result = clean_pages(lines_from_text([text]), ONLY["hyphenation"])
+    assert result.text == (
+        "data from three different countries\u2014Ireland, the United States and the United Kingdom, pages "
+        "117\u2013122 of the report; a spaced dash \u2014 stays spaced, as does a hyphen-less line end."
+    )
+    assert result.report["hyphenation"]["dash_closed_up"] == 2
+    off = clean_pages(lines_from_text([text]), CleaningOptions.off()).text
+    assert "countries\u2014 Ireland" in off  # only when the step is on
+
+
 @pytest.mark.timeout(60)
 def test_a_megabyte_line_without_spaces_is_assembled_quickly() -> None:
     # The line-end hyphen search once ran over the whole previous line: cubic, 20 s for 2,000 characters.
@@ -240,6 +258,9 @@ def test_references_word_early_in_text_is_not_a_cut() -> None:
         ("Values in [0, 1] were kept (see Table 2).", "Values in [0, 1] were kept (see Table 2)."),
         ("Reviews exist (e.g., van der Toorn, Paunov, & Lee, 2019).", "Reviews exist."),
         ("Data from 2019 (in 2020) were used.", "Data from 2019 (in 2020) were used."),
+        ("as seen in horses [6,10,15\u201320] and", "as seen in horses and"),
+        ("Learning rate [200\u20131,500] and epochs", "Learning rate [200\u20131,500] and epochs"),  # values
+        ("a span [12-3] of values", "a span [12-3] of values"),  # a citation range runs upward
     ],
 )
 def test_citations_removed_real_parentheses_kept(text: str, expected: str) -> None:

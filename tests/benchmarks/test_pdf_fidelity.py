@@ -1,0 +1,29 @@
+"""The real-PDF body recall of benchmarks/pdf_fidelity.py: what it counts as the same words."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+# loaded from its file: benchmarks/ is a folder of scripts, and this test folder's name hides it as a package
+_SPEC = importlib.util.spec_from_file_location(
+    "pdf_fidelity", Path(__file__).resolve().parents[2] / "benchmarks" / "pdf_fidelity.py")
+pdf_fidelity = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = pdf_fidelity  # before running it: its dataclasses look their module up
+_SPEC.loader.exec_module(pdf_fidelity)
+ngrams = pdf_fidelity.ngrams
+
+
+def test_a_dash_between_letters_does_not_part_words() -> None:
+    # GROBID's TEI joins a compound broken at a line end and writes an em dash as "-": the words are the same
+    printed = "relying on retrospective self-report scales when found\u2014are often small in cause\u2013effect terms"
+    grobid = "relying on retrospective selfreport scales when found-are often small in cause-effect terms"
+    assert ngrams(printed, 4) == ngrams(grobid, 4)
+
+
+def test_other_separators_still_part_words() -> None:
+    assert ngrams("ranges 100\u2013500 ms and 10-fold cv", 2) == {
+        ("ranges", "100"), ("100", "500"), ("500", "ms"), ("ms", "and"), ("and", "10"), ("10", "fold"),
+        ("fold", "cv")}
+    assert ngrams("a word - spaced dash", 3) == {("a", "word", "spaced"), ("word", "spaced", "dash")}
