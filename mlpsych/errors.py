@@ -1,7 +1,7 @@
 """Every exception mlpsych raises on purpose, and how a failure reads where a user sees it.
 
-Two kinds: mistakes that concern the whole run stop it with one line (``UserError`` at the command line, the
-others turned into it), and a paper's own failure becomes that paper's status (``one_line``) while the other
+Two kinds: mistakes that concern the whole run stop it with one line (every ``UserError``: the front ends catch
+those and only those, so that anything else shows as a bug with where to report it), and a paper's own failure becomes that paper's status (``one_line``) while the other
 papers go on (see ``Pipeline``, ``export`` and ``ingest``).
 """
 
@@ -17,11 +17,28 @@ class UnknownChoice(UserError):
     the known ones."""
 
 
+class InputError(UserError):
+    """Papers or files the run cannot start from: a missing path, a folder with no papers, an unknown cleaning step."""
+
+
+class BackendUnavailable(UserError):
+    """A PDF backend that was asked for by name and cannot be used here; the message says why."""
+
+
+class SettingsError(UserError):
+    """A settings value the settings refuse (out of range, wrong type); the message names the field, and ``field``
+    (its name), ``value`` and ``reason`` let a front end name its own switch instead."""
+
+    def __init__(self, field: str, value: object, reason: str):
+        super().__init__(f"setting {field}: {reason} (got {value!r})")
+        self.field, self.value, self.reason = field, value, reason
+
+
 class IngestError(Exception):
     """A file that cannot be turned into text; the message is the short per-file status shown to the user."""
 
 
-class QuestionFileError(ValueError):
+class QuestionFileError(UserError, ValueError):
     """A question file that cannot be used; the message names the file, the question and the field."""
 
 
@@ -37,12 +54,18 @@ class EngineError(RuntimeError):
     """An engine that cannot run as asked (Ray missing, cluster unreachable); the message says what to do."""
 
 
-class EvalInputError(ValueError):
+class EvalInputError(UserError, ValueError):
     """An input file the user gave cannot be read as expected (shown as a one-line error by the CLI)."""
 
 
-class AppInputError(ValueError):
+class AppInputError(UserError, ValueError):
     """A user mistake the page shows as a one-line message (never a traceback)."""
+
+
+def bug_report(what_ran: str, how_to_see: str) -> str:
+    """What a front end says under a failure that is not a user's mistake: a bug, and how to report it."""
+    return (f"this is a bug in mlpsych, not a mistake in what you asked: please report it to the mlpsych maintainers "
+            f"with {what_ran} and the traceback ({how_to_see} to see it)")
 
 
 def one_line(error: BaseException) -> str:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mlpsych.errors import UnknownChoice
+from mlpsych.errors import SettingsError, UnknownChoice
 
 
 class ReaderSettings(BaseModel):
@@ -291,13 +291,24 @@ def build_settings(questions, preset: str | None = None, *, base: dict | None = 
     """``(questions, settings)`` for a run, the one way the front ends make them: the settings' defaults with
     ``base`` (a front end's own switches, which a preset may change), the preset applied (:func:`apply_preset`),
     then ``given`` (what the user chose explicitly, which wins over the preset). ``base`` and ``given`` are nested
-    dicts of :class:`RunSettings` fields; a value the settings refuse is pydantic's ``ValidationError``."""
-    settings = RunSettings.model_validate(deep_update(RunSettings().model_dump(), base or {}))
+    dicts of :class:`RunSettings` fields; a value the settings refuse is a :class:`SettingsError` naming the field."""
+    settings = _validated(deep_update(RunSettings().model_dump(), base or {}))
     if preset:
         questions, settings = apply_preset(preset, questions, settings)
     if given:
-        settings = RunSettings.model_validate(deep_update(settings.model_dump(), given))
+        settings = _validated(deep_update(settings.model_dump(), given))
     return questions, settings
+
+
+def _validated(values: dict) -> RunSettings:
+    """The settings for ``values``; pydantic's report of a refused value becomes one line naming the field."""
+    from pydantic import ValidationError
+
+    try:
+        return RunSettings.model_validate(values)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise SettingsError(".".join(str(part) for part in first["loc"]), first.get("input"), first["msg"]) from None
 
 
 def substitute_models(questions, substitutions: dict[str, str]):

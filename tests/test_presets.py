@@ -49,6 +49,17 @@ def test_unknown_preset_is_a_one_line_error():
         get_preset("turbo")
 
 
+def test_a_refused_value_names_the_setting_in_one_line():
+    from mlpsych.errors import SettingsError
+    from mlpsych.settings import build_settings
+
+    with pytest.raises(SettingsError) as refused:
+        build_settings(load_question_set("mlpsych"), "fast", given={"reader": {"stride": -3}})
+    assert refused.value.field == "reader.stride" and refused.value.value == -3
+    assert str(refused.value).startswith("setting reader.stride: Input should be greater than or equal to 0")
+    assert "\n" not in str(refused.value)
+
+
 def _args(**given) -> argparse.Namespace:
     from mlpsych.cli import run_cmd
 

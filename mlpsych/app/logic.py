@@ -352,7 +352,7 @@ def build_run(questions: QuestionSet, preset: str, *, device: str = "auto", norm
             questions, preset,
             base={"llm": {"enabled": normalize}, "max_sub_questions": max_sub_questions, "reader": {"device": device}},
             given={"retrieval": {"cascade": {"model": small_reader}}} if small_reader and cascaded else None)
-    except (UserError, ValueError) as error:  # an unknown preset, or a value the settings refuse
+    except UserError as error:  # an unknown preset, or a value the settings refuse
         raise AppInputError(str(error).splitlines()[0]) from None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from mlpsych.coding.coded import CODER_STAGE, locate
 from mlpsych.documents import Document
-from mlpsych.errors import AppInputError
+from mlpsych.errors import AppInputError, UserError
 
 SHEET = "answers"
 MARKS = {True: "yes", False: "no", None: None}
@@ -205,7 +205,7 @@ def papers_for_review(source: str) -> dict[str, Document]:
         raise AppInputError("Give the papers the spreadsheet was made from (a folder, texts.jsonl or text.json).")
     try:
         documents = load_documents(Path(source).expanduser(), progress=False)
-    except (FileNotFoundError, ValueError) as error:
+    except UserError as error:
         raise AppInputError(f"Papers {source}: {error}") from None
     return {d.id: d for d in documents if d.ok}
 

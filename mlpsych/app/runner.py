@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mlpsych.errors import UserError, bug_report, one_line
 from mlpsych.preflight import ModelCheck, check_models, missing_message, run_models
 from mlpsych.progress import ProgressCallback, ProgressEvent
 
@@ -79,13 +80,14 @@ def run_papers(
             if on_start:
                 on_start(outcome.documents, pipeline.plan(sum(d.readable for d in outcome.documents)))
             outcome.result = pipeline.run(outcome.documents)
-    except (FileNotFoundError, ValueError) as error:
+    except UserError as error:
         outcome.error = str(error).splitlines()[0] if str(error) else type(error).__name__
     except ModelLoadError as error:
         outcome.error = f"{error} (finished work is kept in the cache)"
     except Exception as error:  # noqa: BLE001 - the page must stay alive and say what happened
         log.exception("run failed")
-        outcome.error = f"the run stopped: {type(error).__name__}: {error}"
+        outcome.error = (f"the run stopped: {one_line(error)}. "
+                         f"{bug_report('the papers and settings you used', 'the terminal running the page shows it')}")
     finally:
         if cache is not None:
             cache.close()

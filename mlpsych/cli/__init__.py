@@ -15,12 +15,10 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from mlpsych.errors import UserError, one_line
+from mlpsych.errors import UserError, bug_report, one_line
 
 # Sub-command modules in the order data flows; each defines add_parser(subparsers) which sets func=run.
 COMMANDS = ("ingest", "run", "eval", "agree", "calibrate", "adapt", "dev")
-BUG_REPORT = ("this is a bug in mlpsych, not a mistake in what you asked: please report it to the mlpsych "
-              "maintainers with the command you ran and the traceback (rerun with --verbose to see it)")
 
 
 class Parser(argparse.ArgumentParser):
@@ -89,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - not a user's mistake: say so, and how to report it
         if args.verbose:
             traceback.print_exc()
-        print(f"mlpsych: {one_line(error)}\nmlpsych: {BUG_REPORT}", file=sys.stderr)
+        print(f"mlpsych: {one_line(error)}\nmlpsych: {bug_report('the command you ran', 'rerun with --verbose')}",
+              file=sys.stderr)
         return 1
 
 

@@ -76,8 +76,6 @@ def run_train_reader(args: argparse.Namespace) -> int:
                               max_steps=args.max_steps, progress=not args.no_progress)
     except ValidationError as error:
         raise UserError(f"bad training settings: {error}") from error
-    except ValueError as error:
-        raise UserError(str(error)) from error
     if not result.finished:
         print(f"stopped at step {result.step} of {result.steps_total}; checkpoint in {result.checkpoint_dir} "
               "(rerun the same command to continue)")

@@ -43,24 +43,17 @@ def add_ingest_options(parser: argparse.ArgumentParser) -> None:
 
 
 def cleaning_from_args(args: argparse.Namespace) -> CleaningOptions:
-    try:
-        return CleaningOptions.disable(getattr(args, "no_clean", None) or [])
-    except ValueError as error:
-        raise UserError(str(error)) from None
+    return CleaningOptions.disable(getattr(args, "no_clean", None) or [])
 
 
 def ingest_from_args(args: argparse.Namespace, inputs: Path | str | Sequence[Path | str]) -> list[Document]:
-    """Documents for ``inputs`` with the options of :func:`add_ingest_options`; user mistakes become UserError."""
-    options = cleaning_from_args(args)
-    try:
-        return load_documents(
-            inputs,
-            pdf_backend=getattr(args, "pdf_backend", "auto"),
-            cleaning=options,
-            progress=not (getattr(args, "quiet", False) or getattr(args, "no_progress", False)),
-        )
-    except (FileNotFoundError, ValueError) as error:
-        raise UserError(str(error)) from None
+    """Documents for ``inputs`` with the options of :func:`add_ingest_options` (user mistakes are UserErrors)."""
+    return load_documents(
+        inputs,
+        pdf_backend=getattr(args, "pdf_backend", "auto"),
+        cleaning=cleaning_from_args(args),
+        progress=not (getattr(args, "quiet", False) or getattr(args, "no_progress", False)),
+    )
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -11,10 +11,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import ValidationError
 
 from mlpsych.cli import check_output
-from mlpsych.errors import UserError
+from mlpsych.errors import SettingsError, UserError
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import PRESETS, RunSettings, build_settings
 
@@ -127,11 +126,10 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
         given["retrieval"]["cascade"] = {"model": None if small.lower() == "none" else small}
     try:
         return build_settings(questions, getattr(args, "preset", None), given=given)
-    except ValidationError as error:
-        first = error.errors()[0]
-        field = first["loc"][-1]
-        dest = next((d for d, (_, f) in SETTING_FLAGS.items() if f == field), str(field))
-        raise UserError(f"--{dest.replace('_', '-')} {first.get('input')}: {first['msg']}") from None
+    except SettingsError as error:
+        field = error.field.rsplit(".", 1)[-1]
+        dest = next((d for d, (_, f) in SETTING_FLAGS.items() if f == field), field)
+        raise UserError(f"--{dest.replace('_', '-')} {error.value}: {error.reason}") from None
 
 
 # The ways forward when models are missing, in the command line's words (the app has its own).
@@ -209,10 +207,7 @@ def run(args: argparse.Namespace) -> int:
         Calibrator.load(settings.answers.calibrator)  # a bad file fails now, not after the reading
     except CalibratorError as error:
         raise UserError(f"--calibrator: {error}") from None
-    try:
-        discover(args.papers)  # a missing or empty folder is said before the models are looked for
-    except (FileNotFoundError, ValueError) as error:
-        raise UserError(str(error)) from None
+    discover(args.papers)  # a missing or empty folder is said before the models are looked for
     if args.engine == "local":  # a Ray cluster's nodes may hold models this machine does not
         check_models(questions, settings, args.cache)
     documents = ingest_from_args(args, args.papers)

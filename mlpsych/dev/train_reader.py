@@ -43,6 +43,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from mlpsych.errors import InputError
 from mlpsych.evaluation.metrics import exact_match, token_f1
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def load_examples(path: Path) -> list[SquadExample]:
     """Records from a data file (SQuAD JSON; other formats plug in here)."""
     path = Path(path)
     if path.suffix.lower() != ".json":
-        raise ValueError(f"{path}: expected SQuAD-format JSON (.json)")
+        raise InputError(f"{path}: expected SQuAD-format JSON (.json)")
     return list(SquadFile(path).examples())
 
 
@@ -131,7 +132,7 @@ def split_articles(examples: Sequence[SquadExample], *, heldout_articles: int, c
     articles, the threshold is chosen on the training questions (optimistic: the model has seen them)."""
     names = _articles(examples)
     if heldout_articles + calibration_articles >= len(names):
-        raise ValueError(f"{len(names)} articles: too few to hold out {heldout_articles} and calibrate on "
+        raise InputError(f"{len(names)} articles: too few to hold out {heldout_articles} and calibrate on "
                          f"{calibration_articles} with any left to train on")
     held = names[len(names) - heldout_articles:] if heldout_articles else []
     rest = names[: len(names) - heldout_articles]
@@ -607,7 +608,7 @@ def train_reader(data: Path | Sequence[SquadExample], out_dir: Path, settings: T
     settings = settings or TrainSettings()
     out_dir = Path(out_dir)
     if inside_repository(out_dir):
-        raise ValueError(f"{out_dir} is inside the repository: write readers into a cache folder")
+        raise InputError(f"{out_dir} is inside the repository: write readers into a cache folder")
     examples = load_examples(data) if isinstance(data, (str, Path)) else list(data)
     split = split_articles(examples, heldout_articles=settings.heldout_articles,
                            calibration_articles=settings.calibration_articles, train_articles=settings.train_articles,

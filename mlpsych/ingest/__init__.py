@@ -19,7 +19,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mlpsych.documents import Document
-from mlpsych.errors import IngestError, one_line
+from mlpsych.errors import BackendUnavailable, IngestError, UnknownChoice, one_line
 from mlpsych.ingest import tika
 from mlpsych.ingest.base import Extraction, lines_from_text
 from mlpsych.ingest.clean import CleaningOptions, clean_pages
@@ -51,20 +51,21 @@ BACKENDS = ("auto", "tika", "pdfium")
 
 
 def resolve_backend(name: str) -> str:
-    """``"tika"`` or ``"pdfium"`` for a ``--pdf-backend`` value; ``ValueError`` (one line) if it cannot be honoured.
+    """``"tika"`` or ``"pdfium"`` for a backend name; :class:`UnknownChoice` or :class:`BackendUnavailable` (one
+    line) if it cannot be honoured.
 
     ``auto`` takes Tika when the environment names one (``TIKA_SERVER_ENDPOINT`` or ``TIKA_APP_JAR``) and it
     is usable, else the embedded pdfium backend. ``tika`` also finds a jar at ``.tika/tika-app.jar``.
     """
     name = (name or "auto").lower()
     if name not in BACKENDS:
-        raise ValueError(f"unknown PDF backend {name!r}; choose from {', '.join(BACKENDS)}")
+        raise UnknownChoice(f"unknown PDF backend {name!r}; choose from {', '.join(BACKENDS)}")
     if name == "pdfium":
         return "pdfium"
     reason = tika.unusable_reason()
     if name == "tika":
         if reason is not None:
-            raise ValueError(f"--pdf-backend tika: {reason}")
+            raise BackendUnavailable(f"the Tika PDF backend cannot be used: {reason}")
         return "tika"
     if tika.configured():
         if reason is None:

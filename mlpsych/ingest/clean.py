@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from mlpsych.errors import UnknownChoice
 from mlpsych.ingest.base import Line
 from mlpsych.ingest.margins import line_key, remove_margins, zone_indices
 from mlpsych.ingest.statforms import protected_spans, without_overlaps
@@ -66,7 +67,7 @@ class CleaningOptions:
         key = name.strip().lower()
         key = _ALIASES.get(key, key)
         if key not in cls.steps():
-            raise ValueError(f"unknown cleaning step {name!r}; choose from {', '.join(cls.steps())} or 'all'")
+            raise UnknownChoice(f"unknown cleaning step {name!r}; choose from {', '.join(cls.steps())} or 'all'")
         return key
 
     @classmethod

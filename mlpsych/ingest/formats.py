@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mlpsych.documents import Document
-from mlpsych.errors import IngestError
+from mlpsych.errors import IngestError, InputError
 from mlpsych.ingest.textnorm import TextReport, normalize_json, normalize_text, normalize_with_pages
 
 log = logging.getLogger(__name__)
@@ -43,14 +43,14 @@ def kind_of(path: Path) -> str | None:
 def discover(inputs: Path | str | Sequence[Path | str]) -> list[Path]:
     """The files to read: a folder's supported files (sorted, not recursive), one file, or a list of files.
 
-    Raises ``FileNotFoundError``/``ValueError`` with a one-line message for a missing path or a folder with no papers.
+    Raises :class:`~mlpsych.errors.InputError` with a one-line message for a missing path or a folder with no papers.
     In a folder, hidden files, unsupported extensions and README files are skipped with a log line; files named
     explicitly are always read (an unsupported one becomes a document with a status).
     """
     if isinstance(inputs, (str, Path)):
         path = Path(inputs).expanduser()
         if not path.exists():
-            raise FileNotFoundError(f"no such file or folder: {path}")
+            raise InputError(f"no such file or folder: {path}")
         if path.is_dir():
             return _scan_folder(path)
         return [path]
@@ -58,10 +58,10 @@ def discover(inputs: Path | str | Sequence[Path | str]) -> list[Path]:
     for item in inputs:
         path = Path(item).expanduser()
         if not path.exists():
-            raise FileNotFoundError(f"no such file or folder: {path}")
+            raise InputError(f"no such file or folder: {path}")
         files.extend(_scan_folder(path) if path.is_dir() else [path])
     if not files:
-        raise ValueError("no input files given")
+        raise InputError("no input files given")
     return files
 
 
@@ -80,7 +80,7 @@ def _scan_folder(folder: Path) -> list[Path]:
             files.append(path)
     if not files:
         supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
-        raise ValueError(f"no papers found in {folder} (supported: {supported})")
+        raise InputError(f"no papers found in {folder} (supported: {supported})")
     return files
 
 

@@ -84,6 +84,25 @@ def test_nothing_readable_is_its_own_outcome(tmp_path, tiny_questions):
     assert outcome.result.answers == [] and list(outcome.result.errors) == ["broken"]
 
 
+def test_a_users_mistake_is_a_message_and_a_bug_says_it_is_one(tmp_path, tiny_questions, monkeypatch):
+    """The page shows the project's user errors as they are; anything else (here a ValueError from inside the
+    reading) is reported as a bug with where to report it, not dressed up as the user's mistake."""
+    from mlpsych import ingest
+
+    questions = load_question_set(tiny_questions).select(["q1"])
+    settings = RunSettings(llm=LLMSettings(enabled=False))
+    mistake = runner.run_papers(tmp_path / "no-such-folder", questions, settings, cache_dir=tmp_path / "c")
+    assert mistake.error == f"no such file or folder: {tmp_path / 'no-such-folder'}"
+
+    def broken(*args, **kwargs):
+        raise ValueError("bad offsets")
+
+    monkeypatch.setattr(ingest, "load_documents", broken)
+    bug = runner.run_papers(tmp_path, questions, settings, cache_dir=tmp_path / "c")
+    assert bug.error.startswith("the run stopped: ValueError: bad offsets. this is a bug in mlpsych")
+    assert "report it" in bug.error
+
+
 @pytest.mark.slow
 def test_the_pipeline_reports_typed_events_matching_its_plan(tmp_path, tiny_questions, examples_dir):
     papers = sorted((examples_dir / "papers").glob("*.txt"))[:2]

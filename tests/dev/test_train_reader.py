@@ -24,6 +24,7 @@ from mlpsych.dev.train_reader import (
     train_reader,
 )
 from mlpsych.documents import Document
+from mlpsych.errors import InputError
 from mlpsych.reading.reader import Query, Reader
 from mlpsych.settings import ReaderSettings
 
@@ -153,7 +154,7 @@ def test_whole_articles_are_held_out_and_never_trained_on(squad_file):
     # Without calibration articles the threshold is chosen on the training articles' questions.
     no_calib = split_articles(examples, heldout_articles=2, calibration_articles=0)
     assert {e.article for e in no_calib.calibration} == {"Forests", "Networks", "Samples"}
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError, match="too few to hold out"):
         split_articles(examples, heldout_articles=4, calibration_articles=1)
 
 

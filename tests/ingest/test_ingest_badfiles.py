@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mlpsych.errors import BackendUnavailable, InputError, UnknownChoice
 from mlpsych.dev.synth import SynthPaper, image_only_pdf, render_pdf
 from mlpsych.ingest import load_documents
 
@@ -97,20 +98,20 @@ def test_non_utf8_text_is_decoded_and_reported(zoo_docs) -> None:
 
 
 def test_missing_and_empty_folders_raise_one_line_errors(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no such file or folder"):
+    with pytest.raises(InputError, match="no such file or folder"):
         load_documents(tmp_path / "nope", progress=False)
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "image.png").write_bytes(b"x")
-    with pytest.raises(ValueError, match="no papers found in"):
+    with pytest.raises(InputError, match="no papers found in"):
         load_documents(tmp_path / "empty", progress=False)
 
 
 def test_unknown_backend_and_missing_tika(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a.txt").write_text(GOOD_TEXT)
-    with pytest.raises(ValueError, match="unknown PDF backend 'grobid'"):
+    with pytest.raises(UnknownChoice, match="unknown PDF backend 'grobid'"):
         load_documents(tmp_path, pdf_backend="grobid", progress=False)
     monkeypatch.setenv("TIKA_APP_JAR", str(tmp_path / "missing.jar"))
-    with pytest.raises(ValueError, match="TIKA_APP_JAR points to a missing file"):
+    with pytest.raises(BackendUnavailable, match="Tika PDF backend cannot be used: TIKA_APP_JAR points to a missing file"):
         load_documents(tmp_path, pdf_backend="tika", progress=False)
     (tmp_path / "b.docx").write_bytes(b"PK\x03\x04 not really")
     docs = {d.id: d for d in load_documents(tmp_path, pdf_backend="auto", progress=False)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mlpsych.documents import Document
+from mlpsych.errors import UnknownChoice
 from mlpsych.ingest.base import Line, lines_from_text
 from mlpsych.ingest.clean import (
     CleaningOptions,
@@ -36,7 +37,7 @@ def test_options_disable_parses_names_aliases_and_all() -> None:
         "margins", "headers", "footnotes", "captions", "references", "citations", "columns"
     ]
     assert CleaningOptions.disable("all").enabled() == []
-    with pytest.raises(ValueError, match="unknown cleaning step 'bogus'"):
+    with pytest.raises(UnknownChoice, match="unknown cleaning step 'bogus'"):
         CleaningOptions.disable("bogus")
 
 

@@ -68,9 +68,10 @@ def test_tika_exceptions_and_empty_pdfs_become_statuses() -> None:
 def test_unreachable_tika_server(monkeypatch) -> None:
     import pytest
 
+    from mlpsych.errors import BackendUnavailable
     from mlpsych.ingest import resolve_backend
 
     monkeypatch.setenv("TIKA_SERVER_ENDPOINT", "http://127.0.0.1:9")
-    with pytest.raises(ValueError, match="Tika server not reachable at http://127.0.0.1:9"):
+    with pytest.raises(BackendUnavailable, match="Tika server not reachable at http://127.0.0.1:9"):
         resolve_backend("tika")
     assert resolve_backend("auto") == "pdfium"  # configured but down: fall back, with a warning
