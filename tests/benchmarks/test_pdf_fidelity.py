@@ -27,3 +27,5 @@ def test_other_separators_still_part_words() -> None:
         ("ranges", "100"), ("100", "500"), ("500", "ms"), ("ms", "and"), ("and", "10"), ("10", "fold"),
         ("fold", "cv")}
     assert ngrams("a word - spaced dash", 3) == {("a", "word", "spaced"), ("word", "spaced", "dash")}
+    # a line-end hyphen left in the text ("meth- ods") is still a broken word: recall sees unjoined breaks
+    assert ngrams("the meth- ods", 2) == {("the", "meth"), ("meth", "ods")}
