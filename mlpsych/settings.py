@@ -46,8 +46,9 @@ class ReaderSettings(BaseModel):
     snap_to_words: bool = True  # spans widened to the tokenizer's whole words (the pipeline's align_to_words)
     keep_blank_tokens: bool = True  # keep tokens that cover only white space (bare "▁" pieces) in the input
     # "n_best": the top ``n_best`` starts x ends of a window; "exhaustive": every (start, end) pair in the
-    # length band, as the pipeline searches.
-    search: Literal["n_best", "exhaustive"] = "exhaustive"
+    # length band, as the pipeline searches; "pipeline": the same computed as the pipeline computes it (float32, the
+    # whole window's square, numpy's selection), so spans of equal or near-equal score are picked as it picks them.
+    search: Literal["n_best", "exhaustive", "pipeline"] = "exhaustive"
     dedupe: bool = False  # a span read in two overlapping windows counts once (the pipeline keeps both)
     # Spans of the same text (ignoring case) found more than once, in one window (two token pairs snapped to the same
     # words) or in several: "kept" each, as transformers 4.40's question-answering pipeline; "summed" into one, its
@@ -256,7 +257,7 @@ def get_preset(name: str) -> Preset:
 # answers kept. docs/reference.md says how each part was checked.
 REFERENCE = {
     "reader": {"max_length": 384, "stride": 128, "layout": "per_question", "max_answer_tokens": 15,
-               "snap_to_words": True, "keep_blank_tokens": True, "search": "exhaustive", "dedupe": False,
+               "snap_to_words": True, "keep_blank_tokens": True, "search": "pipeline", "dedupe": False,
                "same_text": "summed", "null_threshold": 0.0, "dtype": "fp32"},
     "answers": {"rules": "released", "models": "union", "per_entity": 3, "entity_case": "exact", "read": 20},
     "llm": {"input_format": "joined", "keep_ungrounded": True, "max_new_tokens": 256},

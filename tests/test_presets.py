@@ -124,7 +124,7 @@ def test_reference_preset_sets_the_pipelines_reading_the_released_answers_and_te
     new_q, ref = apply_preset("reference", questions, RunSettings(reader=ReaderSettings(batch_size=2)))
     r = ref.reader
     assert (r.max_length, r.stride, r.layout, r.max_answer_tokens, r.search, r.dtype) == (
-        384, 128, "per_question", 15, "exhaustive", "fp32")
+        384, 128, "per_question", 15, "pipeline", "fp32")
     assert r.snap_to_words and r.keep_blank_tokens and not r.dedupe and r.batch_size == 2  # others kept
     assert r.same_text == "summed" and ReaderSettings().same_text == "kept"
     assert (ref.answers.rules, ref.answers.models, ref.answers.per_entity, ref.answers.read) == (

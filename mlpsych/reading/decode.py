@@ -52,7 +52,7 @@ class _WindowScores:
                    np.flatnonzero(context_mask))
 
 
-def _candidate(s: int, e: int, score: float, scores: _WindowScores, offsets: Sequence[tuple[int, int]],
+def _candidate(s: int, e: int, score: float, null_score: float, offsets: Sequence[tuple[int, int]],
                max_answer_tokens: int, window: int, pieces: np.ndarray | None, rank: int) -> WindowCandidate | None:
     """The span of tokens ``s..e`` as a candidate, or None where it may not be one: it joins two passages of a
     packed window, covers no text, or is longer in characters than its tokens allow."""
@@ -61,7 +61,7 @@ def _candidate(s: int, e: int, score: float, scores: _WindowScores, offsets: Seq
     char_start, char_end = offsets[s][0], offsets[e][1]
     if char_end <= char_start or char_end - char_start > max_answer_tokens * MAX_CHARS_PER_TOKEN:
         return None
-    return WindowCandidate(char_start, char_end, score, scores.null_score, window, rank)
+    return WindowCandidate(char_start, char_end, score, null_score, window, rank)
 
 
 def decode_window(
@@ -94,7 +94,7 @@ def decode_window(
             if e < s or e - s + 1 > max_answer_tokens:
                 continue
             score = float(math.exp(scores.log_start[s] + scores.log_end[e]))
-            found = _candidate(s, e, score, scores, offsets, max_answer_tokens, window, pieces, len(candidates))
+            found = _candidate(s, e, score, scores.null_score, offsets, max_answer_tokens, window, pieces, len(candidates))
             if found is not None:
                 candidates.append(found)
     return candidates, scores.null_score
@@ -133,11 +133,66 @@ def decode_window_exhaustive(
     candidates = []
     for s, d in zip(*np.unravel_index(best, band.shape)):
         score = float(band[s, d])
-        found = _candidate(ctx[s], ctx[s + d], score, scores, offsets, max_answer_tokens, window, pieces,
+        found = _candidate(ctx[s], ctx[s + d], score, scores.null_score, offsets, max_answer_tokens, window, pieces,
                            len(candidates)) if score > 0.0 else None
         if found is not None:
             candidates.append(found)
     return candidates, scores.null_score
+
+
+def _pipeline_probabilities(logits: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """One window's start (or end) probabilities with the pipeline's float32 arithmetic, as a (1, n) row: logits
+    outside ``allowed`` set to -10000, the maximum subtracted, exponentiated, divided by their sum. Near-equal spans
+    keep the pipeline's order only if every rounding step is the same (float64 log-probabilities reorder spans a
+    few float32 units apart)."""
+    row = np.where(allowed, np.asarray(logits, dtype=np.float32), np.float32(-10000.0))[None, :]
+    row = np.exp(row - row.max(axis=-1, keepdims=True))
+    return row / row.sum()
+
+
+def decode_window_pipeline(
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    context_mask: np.ndarray,
+    offsets: Sequence[tuple[int, int]],
+    *,
+    top_k: int,
+    max_answer_tokens: int,
+    null_index: int = 0,
+    window: int = 0,
+    pieces: np.ndarray | None = None,
+) -> tuple[list[WindowCandidate], float]:
+    """The exhaustive search computed as the transformers question-answering pipeline computes it, for a reading that
+    must give its lists span for span: float32 probabilities (``_pipeline_probabilities``), the no-answer position's
+    set to zero after the null score is taken, every (start, end) product of the whole window in a square (zero
+    where the end is before the start or the span is longer than ``max_answer_tokens``), and numpy's partial
+    selection of the ``top_k`` largest of that square read row by row, then sorted by numpy's default sort. Spans of
+    equal float32 score at the cut, or within the window's list, are then chosen and ordered as the pipeline's
+    (the same arrays through the same numpy calls); ``decode_window_exhaustive``'s smaller band layout would pick
+    among them otherwise. Spans of zero probability (outside the context) are not kept."""
+    allowed = np.asarray(context_mask, dtype=bool).copy()
+    allowed[null_index] = True
+    p_start = _pipeline_probabilities(start_logits, allowed)
+    p_end = _pipeline_probabilities(end_logits, allowed)
+    null_score = float(p_start[0, null_index] * p_end[0, null_index])
+    p_start[0, null_index] = p_end[0, null_index] = 0.0
+    square = np.tril(np.triu(np.matmul(p_start[:, :, None], p_end[:, None, :])), max_answer_tokens - 1)[0]
+    flat = square.ravel()
+    if top_k == 1:
+        best = np.array([np.argmax(flat)])
+    elif flat.size < top_k:
+        best = np.argsort(-flat)
+    else:
+        best = np.argpartition(-flat, top_k)[:top_k]
+        best = best[np.argsort(-flat[best])]
+    candidates = []
+    for s, e in zip(*np.unravel_index(best, square.shape)):
+        score = float(square[s, e])
+        found = _candidate(s, e, score, null_score, offsets, max_answer_tokens, window, pieces, len(candidates)) \
+            if score > 0.0 and context_mask[s] and context_mask[e] else None
+        if found is not None:
+            candidates.append(found)
+    return candidates, null_score
 
 
 def rank_candidates(

@@ -21,6 +21,7 @@ from mlpsych.reading.decode import (
     WindowCandidate,
     decode_window,
     decode_window_exhaustive,
+    decode_window_pipeline,
     rank_candidates,
     summed_by_text,
     window_candidates,
@@ -389,11 +390,13 @@ class Reader:
 
     def _decode(self, starts: np.ndarray, ends: np.ndarray, mask: np.ndarray, offsets: list[tuple[int, int]],
                 query: Query, window: int, pieces: np.ndarray | None) -> tuple[list[WindowCandidate], float]:
-        """One window's spans by the settings' search: n-best starts x ends, or every pair as the pipeline."""
-        if self.settings.search == "exhaustive":
+        """One window's spans by the settings' search: n-best starts x ends, or every pair as the pipeline (in its
+        float32 arithmetic and selection where the search is ``pipeline``)."""
+        if self.settings.search in ("exhaustive", "pipeline"):
             top_k = window_candidates(query.top_k, self.settings.same_text, self.settings.snap_to_words)
-            return decode_window_exhaustive(starts, ends, mask, offsets, top_k=top_k,
-                                            max_answer_tokens=query.max_answer_tokens, window=window, pieces=pieces)
+            search = decode_window_pipeline if self.settings.search == "pipeline" else decode_window_exhaustive
+            return search(starts, ends, mask, offsets, top_k=top_k, max_answer_tokens=query.max_answer_tokens,
+                          window=window, pieces=pieces)
         return decode_window(starts, ends, mask, offsets, n_best=self.settings.n_best,
                              max_answer_tokens=query.max_answer_tokens, window=window, pieces=pieces)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mlpsych.documents import Document
-from mlpsych.reading.decode import decode_window_exhaustive
+from mlpsych.reading.decode import decode_window_exhaustive, decode_window_pipeline
 from mlpsych.reading.reader import Query, Reader, context_layout
 from mlpsych.settings import PRESETS, ReaderSettings
 
@@ -122,6 +122,54 @@ def test_exhaustive_search_is_the_best_pairs_in_the_length_band():
                    reverse=True)[:k]
     assert [(c.char_start, c.char_end) for c in found] == [(offsets[s][0], offsets[e][1]) for _, s, e in pairs]
     assert [c.score for c in found] == pytest.approx([p for p, _, _ in pairs], rel=1e-6)
+    assert null == pytest.approx(p_start[0] * p_end[0], rel=1e-6)
+
+
+# A window of ten positions as the pipeline sees one: [CLS], three question and separator tokens, five context
+# tokens, a separator. Logits are hand-written; the expected spans and scores are what transformers 4.57.1's
+# question-answering pipeline selects from them (its span selection run on these logits, max_answer_len 3).
+WINDOW_MASK = np.array([0, 0, 0, 0, 1, 1, 1, 1, 1, 0], dtype=bool)
+WINDOW_OFFSETS = [(10 * i, 10 * i + 5) for i in range(10)]
+
+
+def _pipeline_spans(start, end, top_k):
+    found, _ = decode_window_pipeline(np.array(start, dtype=np.float32), np.array(end, dtype=np.float32),
+                                      WINDOW_MASK, WINDOW_OFFSETS, top_k=top_k, max_answer_tokens=3)
+    return [(c.char_start // 10, (c.char_end - 5) // 10) for c in found], [c.score for c in found]
+
+
+def test_the_pipeline_search_cuts_between_equal_spans_by_its_float32_rounding():
+    """Spans (7, 7) and (8, 8) score the same in exact arithmetic (0.6 + 1.0 = 0.2 + 1.4 in logits); the pipeline's
+    float32 probabilities put (7, 7) above, so it is the third of the top 3 (float64 log-probabilities keep (8, 8)):
+    in the DeBERTa-v2 reading of a development paper this decided which of two spans made a window's 70."""
+    spans, scores = _pipeline_spans([0.2, 0, 0, 0, 1.3, -1.0, -0.4, 0.6, 0.2, 0],
+                                    [1.3, 0, 0, 0, -1.7, -1.9, 1.5, 1.0, 1.4, 0], top_k=3)
+    assert spans == [(4, 6), (7, 8), (7, 7)]
+    assert scores == [0.12013062834739685, 0.053978171199560165, 0.036182649433612823]
+
+
+def test_the_pipeline_search_orders_equal_spans_by_its_float32_rounding():
+    """(5, 6) and (8, 8) tie in exact arithmetic (0.1 + 0.0 = -0.8 + 0.9); in float32 (5, 6) is the larger, so it
+    comes first in the window's list (the order that decides whose offsets a summed text keeps)."""
+    spans, scores = _pipeline_spans([-0.4, 0, 0, 0, -0.3, 0.1, 0.9, -0.9, -0.8, 0],
+                                    [0.4, 0, 0, 0, 0.0, 0.1, 0.0, -1.0, 0.9, 0], top_k=5)
+    assert spans == [(6, 8), (6, 6), (5, 5), (5, 6), (8, 8)]
+    assert scores == [0.13972067832946777, 0.05680619180202484, 0.02820912003517151, 0.025524670258164406,
+                      0.025524664670228958]
+
+
+def test_the_pipeline_search_keeps_only_context_spans_of_the_allowed_lengths():
+    """Asked for more spans than the window has, it returns every context span of 1-3 tokens, best first, and the
+    null score is the no-answer position's start x end probability."""
+    start, end = [0.5, 2.0, 2.0, 0, 0.3, -0.2, 0.1, 0.4, -0.5, 3.0], [0.1, 2.0, 0, 2.0, -0.3, 0.2, 0.6, 0.0, 0.2, 3.0]
+    found, null = decode_window_pipeline(np.array(start, dtype=np.float32), np.array(end, dtype=np.float32),
+                                         WINDOW_MASK, WINDOW_OFFSETS, top_k=20, max_answer_tokens=3)
+    spans = [(c.char_start // 10, (c.char_end - 5) // 10) for c in found]
+    assert sorted(spans) == [(s, e) for s in range(4, 9) for e in range(s, min(s + 3, 9))]
+    assert [c.score for c in found] == sorted((c.score for c in found), reverse=True)
+    allowed = [0, 4, 5, 6, 7, 8]
+    p_start = np.exp(np.array(start)[allowed]) / np.exp(np.array(start)[allowed]).sum()
+    p_end = np.exp(np.array(end)[allowed]) / np.exp(np.array(end)[allowed]).sum()
     assert null == pytest.approx(p_start[0] * p_end[0], rel=1e-6)
 
 
