@@ -17,7 +17,7 @@ from pathlib import Path
 from mlpsych.errors import UserError
 from mlpsych.documents import Document
 from mlpsych.errors import one_line
-from mlpsych.ingest import BACKENDS, CleaningOptions, load_documents
+from mlpsych.ingest import CleaningOptions, backend_choices, load_documents
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def add_ingest_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("ingestion")
     group.add_argument(
         "--pdf-backend",
-        choices=BACKENDS,
+        choices=backend_choices(),
         default="auto",
         help="PDF reader: Apache Tika (TIKA_SERVER_ENDPOINT or TIKA_APP_JAR), the embedded pdfium, "
         "or auto (Tika when configured and usable, else pdfium). Default: auto",

@@ -19,8 +19,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mlpsych.documents import Document
-from mlpsych.errors import BackendUnavailable, IngestError, UnknownChoice, one_line
-from mlpsych.ingest import tika
+from mlpsych.errors import IngestError, one_line
+from mlpsych.ingest.backends import PDF_BACKENDS, Backend, Tika, backend_choices, resolve_backend
 from mlpsych.ingest.base import Extraction, lines_from_text
 from mlpsych.ingest.clean import CleaningOptions, clean_pages
 from mlpsych.ingest.formats import (
@@ -34,44 +34,18 @@ from mlpsych.ingest.formats import (
     read_text_file,
     read_text_json,
 )
-from mlpsych.ingest.pdf import extract_pdf
 from mlpsych.ingest.textnorm import TextReport, normalize_lines, normalize_text
 
 __all__ = [
-    "BACKENDS",
     "CleaningOptions",
+    "PDF_BACKENDS",
     "SUPPORTED_SUFFIXES",
+    "backend_choices",
     "load_documents",
     "resolve_backend",
 ]
 
 log = logging.getLogger(__name__)
-
-BACKENDS = ("auto", "tika", "pdfium")
-
-
-def resolve_backend(name: str) -> str:
-    """``"tika"`` or ``"pdfium"`` for a backend name; :class:`UnknownChoice` or :class:`BackendUnavailable` (one
-    line) if it cannot be honoured.
-
-    ``auto`` takes Tika when the environment names one (``TIKA_SERVER_ENDPOINT`` or ``TIKA_APP_JAR``) and it
-    is usable, else the embedded pdfium backend. ``tika`` also finds a jar at ``.tika/tika-app.jar``.
-    """
-    name = (name or "auto").lower()
-    if name not in BACKENDS:
-        raise UnknownChoice(f"unknown PDF backend {name!r}; choose from {', '.join(BACKENDS)}")
-    if name == "pdfium":
-        return "pdfium"
-    reason = tika.unusable_reason()
-    if name == "tika":
-        if reason is not None:
-            raise BackendUnavailable(f"the Tika PDF backend cannot be used: {reason}")
-        return "tika"
-    if tika.configured():
-        if reason is None:
-            return "tika"
-        log.warning("Tika is configured but unusable (%s): reading PDFs with pdfium", reason)
-    return "pdfium"
 
 
 def load_documents(
@@ -90,17 +64,17 @@ def load_documents(
     files = discover(inputs)
     explicit = _explicit_files(inputs)
     options = cleaning or CleaningOptions()
-    backend = resolve_backend(pdf_backend)
-    tika_files = [p for p in files if kind_of(p) == "tika" or (backend == "tika" and kind_of(p) == "pdf")]
-    tika_files = [p for p in tika_files if _precheck(p) is None]
-    tika_results = tika.extract_many(tika_files, progress=progress) if tika_files else {}
-    tika_name = "tika-server" if tika.server_endpoint() else "tika-app"
+    readers = _readers(resolve_backend(pdf_backend))
+    for reader in {id(r): r for r in readers.values()}.values():
+        batch = [p for p in files if readers.get(kind_of(p) or "") is reader and _precheck(p) is None]
+        if batch:
+            reader.prepare(batch, progress=progress)
     ids = IdAllocator()
     documents: list[Document] = []
     for path in tqdm(files, desc="Reading papers", unit="file", disable=not progress or len(files) < 2):
         ids.last = None
         try:
-            documents.extend(_read_one(path, ids, options, tika_results, tika_name, path in explicit))
+            documents.extend(_read_one(path, ids, options, readers, path in explicit))
         except Exception as error:  # noqa: BLE001 - one broken file must not stop the other papers
             log.debug("unexpected failure reading %s", path, exc_info=True)
             doc_id = ids.last or ids.take(path.stem)  # the id this file had taken, not a renamed one
@@ -112,6 +86,12 @@ def load_documents(
     for document in bad:
         log.warning("%s: %s", document.source_path or document.id, document.status)
     return documents
+
+
+def _readers(pdf_backend: str) -> dict[str, Backend]:
+    """The backend for each kind of file that needs one: PDFs as asked, office formats always through Tika."""
+    pdf = PDF_BACKENDS.get(pdf_backend)()
+    return {"pdf": pdf, "tika": pdf if isinstance(pdf, Tika) else Tika()}
 
 
 def _explicit_files(inputs: Path | str | Sequence[Path | str]) -> set[Path]:
@@ -134,8 +114,7 @@ def _read_one(
     path: Path,
     ids: IdAllocator,
     options: CleaningOptions,
-    tika_results: dict[Path, Extraction | IngestError],
-    tika_name: str,
+    readers: dict[str, Backend],
     explicit: bool,
 ) -> list[Document]:
     kind = kind_of(path)
@@ -158,18 +137,12 @@ def _read_one(
         if warnings:
             extraction.meta["warnings"] = warnings
         return [_cleaned(doc_id, path, extraction, options, "text")]
-    if path in tika_results:
-        result = tika_results[path]
-        if isinstance(result, IngestError):
-            return [_failed(doc_id, path, str(result), tika_name)]
-        return [_cleaned(doc_id, path, result, options, tika_name)]
-    if kind == "tika":
-        return [_failed(doc_id, path, tika.unusable_reason() or tika.NEEDS_TIKA, "tika")]
+    reader = readers[kind]
     try:
-        extraction = extract_pdf(path, columns=options.columns)
+        extraction = reader.extract(path, columns=options.columns)
     except IngestError as error:
-        return [_failed(doc_id, path, str(error), "pdfium")]
-    return [_cleaned(doc_id, path, extraction, options, "pdfium")]
+        return [_failed(doc_id, path, str(error), reader.label())]
+    return [_cleaned(doc_id, path, extraction, options, reader.label())]
 
 
 def _cleaned(doc_id: str, path: Path, extraction: Extraction, options: CleaningOptions, backend: str) -> Document:

@@ -111,7 +111,7 @@ def test_unknown_backend_and_missing_tika(tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(UnknownChoice, match="unknown PDF backend 'grobid'"):
         load_documents(tmp_path, pdf_backend="grobid", progress=False)
     monkeypatch.setenv("TIKA_APP_JAR", str(tmp_path / "missing.jar"))
-    with pytest.raises(BackendUnavailable, match="Tika PDF backend cannot be used: TIKA_APP_JAR points to a missing file"):
+    with pytest.raises(BackendUnavailable, match="the tika PDF backend cannot be used: TIKA_APP_JAR points to a missing file"):
         load_documents(tmp_path, pdf_backend="tika", progress=False)
     (tmp_path / "b.docx").write_bytes(b"PK\x03\x04 not really")
     docs = {d.id: d for d in load_documents(tmp_path, pdf_backend="auto", progress=False)}
