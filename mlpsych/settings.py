@@ -213,7 +213,10 @@ class Preset(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
-    description: str
+    purpose: str = Field(description="what it is for, in a few words (the app's choice of preset)")
+    cpu_cost: str = Field(description="what a paper costs on a laptop CPU without a GPU (measured, in "
+                                      "benchmarks/README.md)")
+    description: str = Field(description="how it reads, in full (the command line's --help)")
     retrieval: RetrievalSettings
     model_substitutions: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
@@ -224,12 +227,16 @@ class Preset(BaseModel):
 PRESETS: dict[str, Preset] = {
     "paper": Preset(
         name="paper",
+        purpose="the best answers",
+        cpu_cost="without a GPU, 10 min or more per paper",
         description="The default, for the best answers: every window of every paper read by the template's models, "
                     "as the paper's code reads except where a change measured better on answers.",
         retrieval=RetrievalSettings(read="all"),
     ),
     "fast": Preset(
         name="fast",
+        purpose="quick on a laptop CPU",
+        cpu_cost="about 30-70 s per paper",
         description="Laptop-friendly: a small SQuAD2 reader (MiniLM) reads every window, and one base-size reader "
                     "per question (instead of the large ensembles) reads only the windows where the small reader's "
                     "answers weigh most, ranked with the templates' retrieval signals; how many follows the paper "
@@ -268,6 +275,8 @@ REFERENCE_FOLLOW_UPS = {"top_k": 5, "merge": False, "allow_empty": False}
 
 PRESETS["reference"] = Preset(
     name="reference",
+    purpose="the paper's code, to replicate it",
+    cpu_cost="without a GPU, 5-12 min per paper",
     description="The paper's released code, reproduced to replicate its tables: every window read by the "
                 "template's models as the transformers 4.57 question-answering pipeline reads (384-token windows "
                 "per question, answers of at most 15 tokens snapped to words, same texts summed, the top 30), the "

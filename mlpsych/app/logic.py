@@ -323,18 +323,13 @@ def preset_choices() -> dict[str, str]:
 
 # What each preset is for, and what it costs on a machine without a GPU (benchmarks/README.md, end to end on this
 # project's 2-core CPU: fast 30-70 s per paper, reference 5-12 min; paper reads about 24x fast's FLOPs).
-PRESET_LABELS = {"paper": "the best answers", "fast": "quick on a laptop CPU",
-                 "reference": "the paper's code, to replicate it"}
-CPU_COST = {"paper": "without a GPU, 10 min or more per paper", "fast": "about 30-70 s per paper",
-            "reference": "without a GPU, 5-12 min per paper"}
-
-
 def preset_label(name: str, gpu: bool) -> str:
     """The preset's line in the sidebar: what it is for and, on a machine without a GPU, what it costs there."""
-    label = f"{name}: {PRESET_LABELS.get(name, name)}"
+    preset = PRESETS[name]
+    label = f"{name}: {preset.purpose}"
     if gpu:
         return label + (" (GPU)" if name != "fast" else "")
-    return f"{label} ({CPU_COST[name]})" if name in CPU_COST else label
+    return f"{label} ({preset.cpu_cost})"
 
 
 FAST_SMALL_READER = PRESETS["fast"].retrieval.cascade.model or ""  # the page's default for the small reader field
