@@ -638,14 +638,3 @@ def clean_pages(pages: Sequence[list[Line]], options: CleaningOptions | None = N
         text, ranges = apply_edits(text, ranges, tidy)
         report["citations"] = stats
     return CleanResult(text=text, pages=ranges, report=report)
-
-
-def page_ranges_consistent(text: str, pages: list[tuple[int, int]]) -> bool:
-    """True when page ranges are ordered, non-overlapping and inside the text (a check for tests and benchmarks)."""
-    last = 0
-    for start, end in pages:
-        if not (last <= start <= end <= len(text)):
-            return False
-        last = end
-    return True
-

@@ -12,7 +12,6 @@ from mlpsych.ingest.clean import (
     apply_edits,
     clean_pages,
     find_citations,
-    page_ranges_consistent,
 )
 
 ONLY = {name: CleaningOptions.disable([s for s in CleaningOptions.steps() if s != name]) for name in CleaningOptions.steps()}
@@ -28,6 +27,16 @@ def strip_citations(text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------- options
+
+
+def page_ranges_consistent(text: str, pages: list[tuple[int, int]]) -> bool:
+    """True when page ranges are ordered, non-overlapping and inside the text."""
+    last = 0
+    for start, end in pages:
+        if not (last <= start <= end <= len(text)):
+            return False
+        last = end
+    return True
 
 
 def test_options_disable_parses_names_aliases_and_all() -> None:
