@@ -16,7 +16,8 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from mlpsych import preflight
-from mlpsych.app import demo, logic, results, review, runner
+from mlpsych.app import demo, logic, reread, results, review, runner
+from mlpsych.errors import UserError
 from mlpsych.estimate import LiveEstimate, ProgressTracker, format_seconds
 from mlpsych.questions import QUESTION_KINDS
 from mlpsych.cache import default_cache_dir
@@ -444,7 +445,7 @@ XLSX_MIME = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 MARK_CHOICES = {"not coded": None, "correct": True, "wrong": False}
 
 
-def open_review(path, documents: dict, coder: str, papers: str) -> None:
+def open_review(path, documents: dict, coder: str, papers: str, questions: str = "mlpsych") -> None:
     try:
         sheet = review.ReviewSheet(path, documents, coder)
     except logic.AppInputError as error:
@@ -452,6 +453,7 @@ def open_review(path, documents: dict, coder: str, papers: str) -> None:
         return
     state.review_sheet = sheet
     state.review_papers = papers
+    state.review_questions = questions
     state.review_id = state.get("review_id", 0) + 1  # fresh widget keys for a newly opened sheet
 
 
@@ -466,13 +468,14 @@ def review_section() -> None:
         target = st.text_input("Keep the coding in", key="review_path",
                                value=str(Path.home() / "mlpsych-reviews" / f"review-{state.get('run_count', 1)}.xlsx"))
         if st.button("Review these answers", key="review_start"):
+            read = [d for d in outcome.result.documents if d.ok]
             try:
                 path = review.start_review(target, downloads[".xlsx"])
-            except logic.AppInputError as error:
+                texts, template = reread.keep_run_inputs(path, read, outcome.result.questions)
+            except UserError as error:
                 st.error(str(error))
             else:
-                open_review(path, {d.id: d for d in outcome.result.documents if d.ok}, state.get("review_coder", ""),
-                            "")
+                open_review(path, {d.id: d for d in read}, state.get("review_coder", ""), str(texts), str(template))
     with st.expander("Continue a review (a coded spreadsheet and its papers)"):
         path = st.text_input("Coded spreadsheet (.xlsx)", key="review_open_path")
         papers = st.text_input("Its papers (folder, texts.jsonl or text.json)", key="review_open_papers")
@@ -531,10 +534,35 @@ def review_pane(sheet) -> None:
     with open(sheet.path, "rb") as handle:
         st.download_button("Download the coded spreadsheet", handle.read(), sheet.path.name, mime=XLSX_MIME,
                            key="review_download")
+    reread_section(sheet)
+
+
+def reread_section(sheet) -> None:
+    """Adapt a reader on this coding and re-read the papers with it: a button that runs the two commands in the
+    background (their progress below, polled), and the same commands to copy."""
     with st.expander("Re-read the papers not coded yet with a reader adapted on this coding"):
         questions = state.get("outcome").result.questions if state.get("outcome") and state.outcome.result else None
-        reader = questions.questions[0].models[0] if questions else "READER"
-        st.code(review.reread_commands(sheet, reader, state.get("review_papers", "")), language="bash")
+        reader = st.text_input("Reader to adapt", key="reread_reader",
+                               value=questions.questions[0].models[0] if questions else "")
+        plan = reread.plan_reread(sheet, reader or "READER", state.get("review_papers", ""),
+                                  questions=state.get("review_questions", "mlpsych"),
+                                  normalize=state.get("normalize", False))
+        st.code(plan.commands(), language="bash")
+        job = state.get("reread_job")
+        busy = job is not None and job.poll().stage in (reread.ADAPTING, reread.READING)
+        if st.button("Adapt and re-read now", key="reread_start", disabled=busy or not reader or
+                     not state.get("review_papers")):
+            state.reread_job = reread.RereadJob(plan)
+        if state.get("reread_job") is not None:
+            reread_progress()
+
+
+@st.fragment(run_every=3)
+def reread_progress() -> None:
+    """The background re-read's stage, polled every few seconds without rerunning the page."""
+    status = state.reread_job.poll()
+    show = {reread.DONE: st.success, reread.FAILED: st.error}.get(status.stage, st.info)
+    show(status.message)
 
 
 def add_missed(sheet, paper: str, rid: int) -> None:

@@ -223,15 +223,3 @@ def start_review(target: str | Path, workbook: bytes) -> Path:
         os.replace(partial, path)
     return path
 
-
-def reread_commands(review: ReviewSheet, reader: str, papers: str) -> str:
-    """The commands that adapt a reader on this coding and re-read the papers nobody coded with it."""
-    uncoded = [p for p in review.papers() if review.coded_count(p)[0] == 0]
-    out = review.path.with_name(f"{review.path.stem}-adapted-reader")
-    reread = review.path.with_name(f"{review.path.stem}-reread.xlsx")
-    papers = papers or "PAPERS"
-    lines = [f"mlpsych adapt --reader {reader} --texts {papers} --coded {review.path} --out {out}",
-             f"mlpsych run {papers} --adapted {out} --out {reread}"]
-    if uncoded:
-        lines.append(f"# papers not coded yet: {', '.join(uncoded)}")
-    return "\n".join(lines)

@@ -8,18 +8,12 @@ the same ingestion switches.
 from __future__ import annotations
 
 import argparse
-import json
-import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlpsych.errors import UserError
 from mlpsych.documents import Document
-from mlpsych.errors import one_line
-from mlpsych.ingest import CleaningOptions, backend_choices, load_documents
-
-log = logging.getLogger(__name__)
+from mlpsych.errors import UserError
+from mlpsych.ingest import CleaningOptions, backend_choices, load_documents, write_jsonl
 
 
 def add_ingest_options(parser: argparse.ArgumentParser) -> None:
@@ -76,32 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if out.suffix.lower() != ".jsonl":
         raise UserError(f"--out must end in .jsonl, got {out}")
     documents = ingest_from_args(args, inputs[0] if len(inputs) == 1 else inputs)
-    _write_jsonl(documents, out)
+    write_jsonl(documents, out)
     bad = [d for d in documents if not d.ok]  # each already logged as a warning with its status
     print(f"wrote {len(documents)} document(s) to {out}" + (f"; {len(bad)} could not be read" if bad else ""))
     return 0 if len(bad) < len(documents) else 1
-
-
-def _line(document: Document) -> str:
-    """The document as one JSON line; one that cannot be written becomes a failed document with the reason."""
-    try:
-        return json.dumps(document.to_dict(), ensure_ascii=False) + "\n"
-    except Exception as error:  # noqa: BLE001 - one paper must not lose the others
-        status = f"export: {one_line(error)}"
-        log.warning("%s: %s", document.id, status)
-        failed = {"id": document.id, "text": "", "pages": [], "source_path": document.source_path, "meta": {},
-                  "status": status}
-        return json.dumps(failed, ensure_ascii=False, default=str) + "\n"
-
-
-def _write_jsonl(documents: list[Document], out: Path) -> None:
-    """Write atomically, so an interrupted run never leaves half a file behind."""
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_name(out.name + ".partial")
-        with partial.open("w", encoding="utf-8") as handle:
-            for document in documents:
-                handle.write(_line(document))
-        os.replace(partial, out)
-    except OSError as error:
-        raise UserError(f"cannot write {out}: {error.strerror or error}") from None

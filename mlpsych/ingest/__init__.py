@@ -33,6 +33,7 @@ from mlpsych.ingest.formats import (
     read_jsonl,
     read_text_file,
     read_text_json,
+    write_jsonl,
 )
 from mlpsych.ingest.textnorm import TextReport, normalize_lines, normalize_text
 
@@ -43,6 +44,7 @@ __all__ = [
     "backend_choices",
     "load_documents",
     "resolve_backend",
+    "write_jsonl",
 ]
 
 log = logging.getLogger(__name__)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import json
 import logging
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mlpsych.documents import Document
-from mlpsych.errors import IngestError, InputError
+from mlpsych.errors import IngestError, InputError, one_line
 from mlpsych.ingest.textnorm import TextReport, normalize_json, normalize_text, normalize_with_pages
 
 log = logging.getLogger(__name__)
@@ -243,6 +244,31 @@ def read_jsonl(path: Path) -> Iterable[Document]:
             document.source_path = document.source_path or str(path)
             yield document
 
+
+def _line(document: Document) -> str:
+    """The document as one JSON line; one that cannot be written becomes a failed document with the reason."""
+    try:
+        return json.dumps(document.to_dict(), ensure_ascii=False) + "\n"
+    except Exception as error:  # noqa: BLE001 - one paper must not lose the others
+        status = f"export: {one_line(error)}"
+        log.warning("%s: %s", document.id, status)
+        failed = {"id": document.id, "text": "", "pages": [], "source_path": document.source_path, "meta": {},
+                  "status": status}
+        return json.dumps(failed, ensure_ascii=False, default=str) + "\n"
+
+
+def write_jsonl(documents: Sequence[Document], out: Path) -> None:
+    """The texts as ``mlpsych ingest`` writes them (read back by ``run``, ``eval --texts`` and ``adapt --texts``),
+    written atomically so an interrupted run never leaves half a file behind."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(out.name + ".partial")
+        with partial.open("w", encoding="utf-8") as handle:
+            for document in documents:
+                handle.write(_line(document))
+        os.replace(partial, out)
+    except OSError as error:
+        raise InputError(f"cannot write {out}: {error.strerror or error}") from None
 
 def _normalized_document(data: dict[str, Any]) -> Document:
     """A JSONL line as a Document: text normalized with its page ranges moved along, every other string made safe."""

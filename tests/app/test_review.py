@@ -15,6 +15,7 @@ from mlpsych.errors import AppInputError
 from mlpsych.evaluation.agree import kappa_table, read_codings
 from mlpsych.export import write_result
 from mlpsych.pipeline import RunResult
+from mlpsych.ingest import write_jsonl
 from mlpsych.questions import load_question_set
 
 TEXT = ("Participants were 120 students. We used random forests to predict dropout. Models were fitted in R with "
@@ -161,3 +162,68 @@ def test_page_review_mark_correct_add_and_reopen(tmp_path: Path, sheet_path: Pat
     rid = second.session_state["review_id"]
     assert second.radio(key=f"mark:{rid}:{rows['students']}").value == "not coded"
     assert any("mlpsych adapt --reader" in c.value for c in second.code)
+
+
+# ---------------------------------------------------------------------------------- re-reading with an adapted reader
+
+
+def coded_review(sheet: Path) -> ReviewSheet:
+    review = ReviewSheet(sheet, {"A": Document("A", TEXT, source_path="/papers/A.pdf")})
+    items = {i.answer: i for i in review.items("A")}
+    review.mark(items["students"].row, False)
+    review.mark(items["random forests"].row, True)
+    review.correct_to(items["caret"].row, "the caret package")
+    return review
+
+
+def texts_file(tmp_path: Path) -> Path:
+    texts = tmp_path / "texts.jsonl"
+    write_jsonl([Document("A", TEXT, source_path="/papers/A.pdf")], texts)
+    return texts
+
+
+@pytest.mark.slow
+def test_adapt_and_reread_run_in_the_background(tmp_path: Path, sheet_path: Path, tiny_models, tiny_questions):
+    from openpyxl import load_workbook
+
+    from mlpsych.app.reread import DONE, FAILED, RereadJob, plan_reread
+
+    review = coded_review(sheet_path)
+    plan = plan_reread(review, str(tiny_models["bert"]), str(texts_file(tmp_path)), questions=str(tiny_questions),
+                       normalize=False)
+    assert plan.uncoded == [] and "--no-normalize" in plan.run
+    assert plan.commands().splitlines()[0].startswith(f"mlpsych adapt --reader {tiny_models['bert']} --texts ")
+    job = RereadJob(plan)
+    assert job.poll().stage == "adapting"
+    status = job.wait(timeout=600)
+    assert status.stage == DONE, plan.log.read_text()
+    assert str(plan.results) in status.message
+    book = load_workbook(plan.results, read_only=True)
+    rows = list(book["answers"].iter_rows(values_only=True))
+    header = rows[0]
+    models = {row[header.index("question_id")]: row[header.index("models")] for row in rows[1:]}
+    assert str(plan.reader_dir) in models["q1"]  # q1 and q2 were coded: the adapted reader answered them
+    assert any("adapted" in str(cell) for row in book["run"].iter_rows(values_only=True) for cell in row)
+
+    second = coded_review(results_sheet(tmp_path / "second.xlsx"))
+    broken = plan_reread(second, str(tmp_path / "no-such-reader"), str(texts_file(tmp_path)),
+                         questions=str(tiny_questions), normalize=False)
+    failed = RereadJob(broken).wait(timeout=300)
+    assert failed.stage == FAILED and failed.message.startswith("The re-read stopped: mlpsych: error:")
+    assert "no-such-reader" in failed.message and not broken.results.exists()
+
+
+def test_the_page_offers_the_reread_with_the_runs_commands(tmp_path: Path, sheet_path: Path):
+    pytest.importorskip("streamlit")
+    texts = texts_file(tmp_path)
+    at = open_in_page(sheet_path, texts)
+    commands = next(c.value for c in at.code if "mlpsych adapt" in c.value)
+    assert f"--coded {sheet_path}" in commands and f"mlpsych run {texts}" in commands
+    assert at.button(key="reread_start").disabled  # no reader named yet
+    at.text_input(key="reread_reader").input(str(tmp_path / "no-such-reader")).run()
+    assert not at.button(key="reread_start").disabled
+    at.button(key="reread_start").click().run()
+    job = at.session_state["reread_job"]
+    job.wait(timeout=300)
+    at.run()
+    assert any("The re-read stopped" in e.value and "no-such-reader" in e.value for e in at.error)
