@@ -138,7 +138,41 @@ def load_tokenizer(model_id: str):
         raise ModelLoadError(explain_load_error(model_id, error)) from error
     if not getattr(tokenizer, "is_fast", False):
         raise ModelLoadError(f"model {model_id!r} has no fast tokenizer; answers need character offsets")
+    _space_marker_alone(tokenizer)
     return tokenizer
+
+
+def _steps(sequence) -> list:
+    """The steps of a tokenizers ``Sequence`` (normalizers or pre-tokenizers), which can be indexed, not iterated."""
+    steps = []
+    while True:
+        try:
+            steps.append(sequence[len(steps)])
+        except IndexError:
+            return steps
+
+
+def _space_marker_alone(tokenizer) -> None:
+    """A SentencePiece tokenizer that transformers 5 built from its model file (``spiece.model``, no
+    ``tokenizer.json``: ALBERT's) made as transformers 4.57 made it: runs of spaces collapsed by the normalizer, then
+    split by the space marker alone. transformers 5 instead splits on white space first, which gives the same pieces
+    but moves a word's first piece off the space before it (and puts a bare "▁" piece on the next character);
+    transformers 4's question-answering pipeline, which the reference reproduces, and DeBERTa-v2's tokenizer in both
+    versions start that piece at the space, so the answers keep the leading space."""
+    from tokenizers import Regex, normalizers, pre_tokenizers
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    steps = getattr(backend, "pre_tokenizer", None)
+    if not isinstance(steps, pre_tokenizers.Sequence):
+        return
+    parts = _steps(steps)
+    if len(parts) != 2 or not isinstance(parts[0], pre_tokenizers.WhitespaceSplit) \
+            or not isinstance(parts[1], pre_tokenizers.Metaspace):
+        return
+    before = backend.normalizer
+    kept = _steps(before) if isinstance(before, normalizers.Sequence) else [before] if before is not None else []
+    backend.normalizer = normalizers.Sequence([*kept, normalizers.Replace(Regex(" {2,}"), " ")])
+    backend.pre_tokenizer = parts[1]
 
 
 def load_qa_model(model_id: str, device: str, dtype):

@@ -46,3 +46,41 @@ def test_the_environment_decides_what_auto_means(monkeypatch):
     monkeypatch.setenv(DTYPE_ENV, "fp8")
     with pytest.raises(ModelLoadError, match=r"'fp8' \(from \$MLPSYCH_DTYPE\)"):
         pick_dtype("auto", "cpu")
+
+
+# What transformers 4.57.1's fast tokenizer, built from the tiny ALBERT's spiece.model, gives for these texts
+# (recorded in a transformers 4.57.1 venv): a word's first piece starts at the space before it, a run of spaces or a
+# tab before a word counts as one space (the last), a bare "▁" piece covers that space.
+ALBERT_457_OFFSETS = {
+    "a ( b ) c": [(0, 1), (1, 3), (3, 5), (5, 6), (6, 7), (7, 8), (8, 9)],
+    " lead space": [(0, 1), (1, 3), (3, 5), (5, 8), (8, 9), (9, 10), (10, 11)],
+    "On Intimate  partner\nviolence (IPV) is\t a test": [
+        (0, 1), (0, 2), (2, 3), (3, 6), (6, 7), (7, 10), (10, 11), (12, 17), (17, 18), (18, 20), (20, 23), (23, 25),
+        (25, 27), (27, 28), (28, 29), (29, 31), (31, 32), (32, 33), (33, 34), (34, 35), (35, 36), (36, 38), (39, 41),
+        (41, 46)],
+}
+
+
+@pytest.mark.parametrize("text", sorted(ALBERT_457_OFFSETS))
+def test_a_sentencepiece_tokenizer_from_its_model_file_has_transformers_4_offsets(tiny_models, text):
+    from transformers import AutoTokenizer
+
+    from mlpsych.models import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_models["albert"]))
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    assert [tuple(o) for o in encoded["offset_mapping"]] == ALBERT_457_OFFSETS[text]
+    plain = AutoTokenizer.from_pretrained(str(tiny_models["albert"]))(text, add_special_tokens=False)
+    assert encoded["input_ids"] == plain["input_ids"]  # the same pieces
+
+
+@pytest.mark.parametrize("family", ["deberta-v2", "bert", "roberta", "electra"])
+def test_other_tokenizers_are_loaded_as_they_are(tiny_models, family):
+    from transformers import AutoTokenizer
+
+    from mlpsych.models import load_tokenizer
+
+    text = "On Intimate  partner\nviolence (IPV) is\t a test"
+    ours = load_tokenizer(str(tiny_models[family]))(text, return_offsets_mapping=True)
+    plain = AutoTokenizer.from_pretrained(str(tiny_models[family]))(text, return_offsets_mapping=True)
+    assert ours["input_ids"] == plain["input_ids"] and ours["offset_mapping"] == plain["offset_mapping"]
