@@ -16,6 +16,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from mlpsych import preflight
+from mlpsych.answers import AnswerStage
 from mlpsych.app import demo, logic, reread, results, review, runner
 from mlpsych.errors import UserError
 from mlpsych.estimate import LiveEstimate, ProgressTracker, format_seconds
@@ -361,15 +362,14 @@ def results_section() -> None:
         st.dataframe(status, hide_index=True, width="stretch")
         return
     info = result.info
-    if info.get("demo_models"):
+    if info.demo_models:
         st.warning(f"**Demo answers, not real ones.** These were read by the tiny random-weight demo models, so they "
                    "are meaningless text from the papers; they only show how the app works. The downloads say so in "
                    "their name and run sheet. For real answers, run the real models (see the model check above or "
                    "the sidebar's question file).", icon="⚠️")
-    hits, misses = info.get("cache_hits", 0), info.get("cache_misses", 0)
     st.caption(f"{len(result.documents)} paper(s) in {format_seconds(outcome.seconds)}; "
-               f"cache: {hits} reused, {misses} computed ({info.get('cache', '')})")
-    for warning in info.get("warnings", []):
+               f"cache: {info.cache_hits} reused, {info.cache_misses} computed ({info.cache})")
+    for warning in info.warnings:
         st.warning(warning)
     for line in results.duplicate_names(result.documents):
         st.warning(line)
@@ -517,7 +517,7 @@ def review_pane(sheet) -> None:
         with st.container(border=True):
             sure = "–" if item.confidence is None else f"{item.confidence:.2f}"
             asked = f" · about {item.bridge_entity}" if item.bridge_entity else ""
-            added = " · added by a coder" if item.stage == "coder" else ""
+            added = " · added by a coder" if item.stage == AnswerStage.CODER else ""
             st.markdown(f"**{item.answer}** · {item.question_id}{asked} · confidence {sure} · page "
                         f"{item.page or '–'}{added}")
             st.caption(item.evidence or "(no evidence sentence)")

@@ -103,7 +103,7 @@ def main() -> None:
     one = next((s for name, s, _ in rows if name == "ray, 1 worker x 1 CPU"), None)
     for name, seconds, info in rows:
         speedup = f"{one / seconds:.2f}x" if one and name.startswith("ray") else ""
-        print(f"| {name} | {seconds:.1f} | {len(docs) * 60 / seconds:.1f} | {info['windows_read']} | {speedup} |")
+        print(f"| {name} | {seconds:.1f} | {len(docs) * 60 / seconds:.1f} | {info.windows_read} | {speedup} |")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 
@@ -30,18 +31,26 @@ class Span:
         return cls(**data)
 
 
+class AnswerStage(StrEnum):
+    """What produced an answer; written as its value ("extractive", ...) in the sheets and in JSON."""
+
+    EXTRACTIVE = "extractive"  # a reader's spans, after merging
+    NORMALIZED = "normalized"  # an LLM list item grounded in the paper
+    UNGROUNDED = "ungrounded"  # an LLM item the paper does not contain, kept apart for review
+    CODER = "coder"  # a sheet row a coder added in the review view (never produced by a run)
+
+
 @dataclass
 class Answer:
     """An answer to one question for one paper, as it goes into the spreadsheet.
 
-    ``stage`` says what produced it: ``extractive`` (reader, after merging), ``normalized`` (LLM list item
-    grounded in the paper) or ``ungrounded`` (LLM item not found in the paper, kept apart for review).
+    ``stage`` says what produced it (:class:`AnswerStage`).
     """
 
     doc_id: str
     question_id: str
     text: str
-    stage: str
+    stage: AnswerStage
     models: list[str]
     score: float
     start: int | None = None
@@ -54,8 +63,12 @@ class Answer:
     final: bool = False  # part of the paper's answer in the spreadsheet (the rest is kept for evaluation)
     confidence: float | None = None  # final answers: the calibrated probability a coder marks it correct
 
+    def __post_init__(self) -> None:
+        self.stage = AnswerStage(self.stage)  # a misspelt stage fails here, not in a sheet
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["stage"] = str(self.stage)
         data["spans"] = [s.to_dict() for s in self.spans]
         return data
 

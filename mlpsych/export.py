@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from mlpsych.answers import Answer
+from mlpsych.answers import Answer, AnswerStage
 from mlpsych.models import DEMO_NOTE
 from mlpsych.pipeline import RunResult, isolated
 
@@ -34,7 +34,7 @@ def answer_rows(result: RunResult, *, final_only: bool = False) -> list[dict]:
     for a in sorted(result.answers, key=lambda a: (order.get(a.doc_id, 0), q_order.get(a.question_id, 0),
                                                    a.bridge_entity or "", not a.final,
                                                    -(a.confidence or 0.0), -a.score)):
-        if final_only and not (a.final or a.stage == "ungrounded"):
+        if final_only and not (a.final or a.stage == AnswerStage.UNGROUNDED):
             continue
         question = q_text.get(a.question_id, "")
         if a.bridge_entity:
@@ -52,7 +52,7 @@ def shown(text: str) -> str:
 def _answer_row(a: Answer, question: str, source_file: str) -> dict:
     return {
         "paper_id": a.doc_id, "source_file": source_file, "question_id": a.question_id,
-        "question": question, "answer": shown(a.text), "stage": a.stage, "models": list(a.models),
+        "question": question, "answer": shown(a.text), "stage": str(a.stage), "models": list(a.models),
         "ensemble": a.ensemble, "final": a.final, "score": float(f"{a.score:.4g}"), "confidence": a.confidence,
         "start": a.start,
         "end": a.end, "page": a.page, "evidence": a.evidence, "bridge_entity": a.bridge_entity,
@@ -142,9 +142,9 @@ def frequency_rows(result: RunResult) -> list[dict]:
 
 def run_rows(result: RunResult) -> list[tuple[str, str]]:
     """The run sheet: what produced the answers (versions, models, settings, questions), a demo run's note first."""
-    info = dict(result.info)
+    info = result.info.to_dict()
     settings = info.pop("settings", {})
-    rows = [("NOTE", DEMO_NOTE)] if info.get("demo_models") else []
+    rows = [("NOTE", DEMO_NOTE)] if result.info.demo_models else []
     rows += [(k, ", ".join(map(str, v)) if isinstance(v, list) else str(v)) for k, v in info.items()]
     rows += [(f"setting {k}", str(v)) for k, v in settings.items()]
     rows += [(f"question {q.id}", f"{q.text} | models: {', '.join(q.models)} | top_k {q.top_k}")

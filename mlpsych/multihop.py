@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import logging
 
-from mlpsych.answers import Answer
+from mlpsych.answers import Answer, AnswerStage
 from mlpsych.questions import QuestionTemplate
 
 log = logging.getLogger(__name__)
 
 
 def bridge_entities(answers: list[Answer], cap: int, case: str = "casefold",
-                    llm_stages: tuple[str, ...] = ("normalized",)) -> list[str]:
+                    llm_stages: tuple[AnswerStage, ...] = (AnswerStage.NORMALIZED,)) -> list[str]:
     """Entities to ask about: the LLM's items of ``llm_stages`` if any (grounded ones; ungrounded too where the run
     keeps them, as the released code did), else extractive answers; best score first, capped. A repeated entity is
     asked once, compared ignoring case (``casefold``) or as written (``exact``, the released union of lists)."""
     normalized = [a for a in answers if a.stage in llm_stages]
-    pool = normalized or [a for a in answers if a.stage == "extractive"]
+    pool = normalized or [a for a in answers if a.stage == AnswerStage.EXTRACTIVE]
     ranked = sorted(pool, key=lambda a: -a.score)  # stable: equal scores keep the stage's order
     entities: list[str] = []
     seen: set[str] = set()

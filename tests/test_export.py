@@ -12,7 +12,7 @@ from openpyxl import load_workbook
 from mlpsych.answers import Answer
 from mlpsych.documents import Document
 from mlpsych.export import ANSWER_COLUMNS, CODER_COLUMNS, FREQUENCY_COLUMNS, frequency_rows, write_result
-from mlpsych.pipeline import RunResult
+from mlpsych.pipeline import RunInfo, RunResult
 from mlpsych.questions import parse_question_set
 
 QUESTIONS = parse_question_set({"name": "t", "questions": [
@@ -53,7 +53,7 @@ def make_result() -> RunResult:
     answers.append(_answer(b, "q1", "random  forests", score=0.5))
     return RunResult(documents=[a, b, c], questions=QUESTIONS, answers=answers,
                      errors={"paper-c": ["reading failed with m1: boom"]},
-                     info={"seconds": 1.5, "settings": {"reader.stride": 128}})
+                     info=RunInfo(seconds=1.5, settings={"reader.stride": 128}))
 
 
 def test_frequency_rows_group_by_answer_and_list_papers():
@@ -159,7 +159,7 @@ def test_control_characters_from_llm_output_do_not_break_the_workbook(tmp_path):
 
     from mlpsych.documents import Document
     from mlpsych.export import write_result
-    from mlpsych.pipeline import RunResult
+    from mlpsych.pipeline import RunInfo, RunResult
     from mlpsych.questions import QuestionSet, QuestionTemplate
 
     result = RunResult(

@@ -9,6 +9,9 @@ from mlpsych.documents import Document
 from mlpsych.models import dtype_name
 from mlpsych.normalize.grounding import ground
 from mlpsych.pipeline import Pipeline, question_levels
+from mlpsych.pipeline.context import StageContext
+from mlpsych.pipeline.records import Level, LevelSize
+from mlpsych.progress import ProgressEvent
 from mlpsych.questions import load_question_set
 from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
 
@@ -41,7 +44,7 @@ def test_run_then_rerun_reads_nothing(tiny_questions, tmp_path):
     first = Pipeline(qs, settings(), ResultCache(tmp_path / "cache"), progress=False)
     result = first.run(docs())
     assert first.windows_read > 0
-    assert result.info["reader_dtype"] == dtype_name("auto")  # the run sheet says what "auto" was here
+    assert result.info.reader_dtype == dtype_name("auto")  # the run sheet says what "auto" was here
     finals = [a for a in result.answers if a.final]
     assert {"q1", "q3", "q4"} <= {a.question_id for a in finals}  # q2 may be empty
     texts = {d.id: d.text for d in docs()}
@@ -161,7 +164,7 @@ def test_a_paper_whose_reading_fails_is_reported_and_the_group_read_with_it_is_k
     poison = "Zyzzogeton"
     bad = Document(id="bad", text=PAPER.replace("burnout", poison))
     pipeline.run([docs()[0]])  # loads the readers, which stay loaded
-    for reader in pipeline._readers.values():  # a model that fails on one paper's words, as a real fault would
+    for reader in pipeline.models.readers.values():  # a model that fails on one paper's words, as a real fault would
         ids = lambda text: set(reader.tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
         marker = ids(bad.text) - ids(" ".join(d.text for d in docs()))
         assert marker  # pieces only the bad paper has
@@ -230,3 +233,58 @@ def test_reference_llm_step_keeps_ungrounded_items_and_asks_about_them(tiny_ques
     q1 = {a.text: a.stage for a in result.answers if a.question_id == "q1" and a.final}
     assert q1 == {"random forests": "normalized", "gradient boosting": "ungrounded"}
     assert {a.bridge_entity for a in result.answers if a.question_id == "q4"} == set(q1)
+
+
+class Checker:
+    """A stage added to the pipeline's list: plans one event per level and notes what it is run on."""
+
+    name = "checker"
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[list[str], int]] = []  # each level's questions and units (answer lists to make)
+
+    def plan(self, size: LevelSize) -> list[ProgressEvent]:
+        ids = tuple(q.id for q in size.questions)
+        return [size.event("read", ids, "checker", size.answer_lists(ids))]
+
+    def run(self, level: Level, ctx: StageContext) -> None:
+        self.ran.append(([q.id for q in level.questions], len(level.units)))
+        ctx.report(ProgressEvent("read", tuple(q.id for q in level.questions), "checker", len(level.units),
+                                 len(level.units), "paper"))
+
+
+@pytest.mark.slow
+def test_plan_and_run_walk_the_same_stages(tiny_questions, tmp_path):
+    """A stage added to the list is in the plan, runs for every level and is sized with a follow-up level; every
+    stage the run reports was planned, so the plan cannot drift from what runs."""
+    checker = Checker()
+
+    class Checked(Pipeline):
+        def stages(self):
+            return [*super().stages(), checker]
+
+    events: list[ProgressEvent] = []
+    pipeline = Checked(load_question_set(tiny_questions), settings(), ResultCache(tmp_path / "c"), progress=False,
+                       on_progress=events.append)
+    plan = pipeline.plan(2)
+    assert [(e.model, e.questions, e.total, e.counted) for e in plan if e.model == "checker"] == [
+        ("checker", ("q1", "q2", "q3"), 6, True), ("checker", ("q4",), 0, False)]  # q4's size is not known yet
+    pipeline.run(docs())
+    assert [questions for questions, _ in checker.ran] == [["q1", "q2", "q3"], ["q4"]]
+    assert {e.key for e in events} == {e.key for e in plan}
+    sized = [e for e in events if e.sizing and e.model == "checker"]
+    assert len(sized) == 1 and sized[0].total == checker.ran[1][1] > 0  # q4: its sub-questions' answer lists
+
+
+def test_every_merging_choice_of_the_settings_has_its_rule_and_an_unknown_one_names_the_known():
+    from typing import get_args
+
+    from mlpsych.errors import UnknownChoice
+    from mlpsych.pipeline.merge import MERGING_RULES, MODEL_COMBINERS
+    from mlpsych.settings import AnswerSettings
+
+    for registry, field in ((MERGING_RULES, "rules"), (MODEL_COMBINERS, "models")):
+        choices = get_args(AnswerSettings.model_fields[field].annotation)
+        assert choices and all(callable(registry.get(name)) for name in choices)
+        with pytest.raises(UnknownChoice, match=", ".join(choices)):
+            registry.get("no-such-choice")

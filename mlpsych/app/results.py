@@ -129,7 +129,7 @@ def duplicate_names(documents: list[Document]) -> list[str]:
 def download_name(result: RunResult, suffix: str, filtered: bool = False) -> str:
     """The download's file name; a run of the random-weight demo models says so, so the file is never taken for
     real answers once it has left the page."""
-    demo = "-DEMO-random-models" if result.info.get("demo_models") else ""
+    demo = "-DEMO-random-models" if result.info.demo_models else ""
     return f"results{'-filtered' if filtered else ''}{demo}{suffix}"
 
 

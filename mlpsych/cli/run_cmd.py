@@ -166,9 +166,9 @@ def summary(result: RunResult, out: Path, seconds: float) -> list[str]:
         lines.append(f"  {doc_id}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     if len(result.errors) > SHOWN_PROBLEMS:
         lines.append(f"  ... and {len(result.errors) - SHOWN_PROBLEMS} more papers with problems")
-    if result.info.get("demo_models"):
+    if result.info.demo_models:
         lines.append(f"note: {DEMO_NOTE}")
-    lines += [f"note: {warning}" for warning in result.info.get("warnings", [])]
+    lines += [f"note: {warning}" for warning in result.info.warnings]
     return lines
 
 

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from mlpsych.answers import AnswerStage
 from mlpsych.documents import Document
 from mlpsych.errors import EvalInputError
 
 log = logging.getLogger(__name__)
 
-CODER_STAGE = "coder"  # the ``stage`` of an answer a coder added (the review view writes it)
+CODER_STAGE = AnswerStage.CODER.value  # the ``stage`` of an answer a coder added (the review view writes it)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from mlpsych.answers import AnswerStage
 from mlpsych.errors import UserError
 from mlpsych.evaluation.metrics import token_f1
 
@@ -177,7 +178,7 @@ def fit(x: np.ndarray, y: Sequence[bool], fitted_on: dict, l2: float = 1.0, iter
 def scored_from_answer(answer) -> Scored:
     """A run's final :class:`~mlpsych.answers.Answer` as the calibrator reads it (as its sheet row would be)."""
     return Scored(answer.doc_id, answer.question_id, answer.text, answer.score, max(1, len(answer.models)),
-                  answer.start is not None and answer.stage != "ungrounded", answer.bridge_entity)
+                  answer.start is not None and answer.stage != AnswerStage.UNGROUNDED, answer.bridge_entity)
 
 
 def add_confidence(answers: Sequence, texts: dict[str, str], kinds: dict[str, str], calibrator: Calibrator) -> None:

@@ -34,5 +34,5 @@ class LocalEngine:
             result = pipeline.run(documents)
         finally:
             cache.close()
-        result.info["engine"] = self.name
+        result.info.engine = self.name
         return result

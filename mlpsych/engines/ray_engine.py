@@ -26,6 +26,7 @@ import secrets
 import socket
 import time
 from collections import deque
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from mlpsych.cache import ResultCache, default_cache_dir
 from mlpsych.documents import Document
 from mlpsych.engines import EngineError
 from mlpsych.models import ModelLoadError
-from mlpsych.pipeline import RunResult
+from mlpsych.pipeline import RunInfo, RunResult
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import RunSettings
 
@@ -44,7 +45,34 @@ log = logging.getLogger(__name__)
 
 PROBE_PREFIX = ".ray-probe-"
 START_TIMEOUT_S = 300  # starting a worker process and importing torch; models load later, per chunk
-SUMMED_INFO = ("cache_hits", "cache_misses", "windows_read", "llm_prompts_generated")
+
+
+@dataclass
+class ChunkReply:
+    """What a worker sends back for a chunk of papers (as JSON): its results, or why there are none."""
+
+    pid: int = 0
+    shared_cache: bool = False
+    answers: list[Answer] = field(default_factory=list)
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    llm_outputs: list[dict] = field(default_factory=list)
+    info: RunInfo = field(default_factory=RunInfo)  # this chunk's share of the counts
+    cache_entries: list[list] = field(default_factory=list)  # (key, stage, value) for the driver's cache
+    fatal: str | None = None  # a model could not be loaded: the run stops, as it does locally
+    failed: str | None = None  # the chunk's worker died or hit a bug: its papers get this status
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["answers"] = [a.to_dict() for a in self.answers]
+        data["info"] = asdict(self.info)
+        return json.dumps(data, ensure_ascii=False, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> ChunkReply:
+        data = json.loads(text)
+        data["answers"] = [Answer.from_dict(a) for a in data["answers"]]
+        data["info"] = RunInfo.from_dict(data["info"])
+        return cls(**data)
 
 
 class RecordingCache(ResultCache):
@@ -108,29 +136,23 @@ class Worker:
     def run_chunk(self, documents_json: str) -> str:
         """Answer every question for these papers; the reply (JSON) holds answers, problems and counts."""
         documents = [Document.from_dict(d) for d in json.loads(documents_json)]
-        before = self._counters()
+        before, loads_before = self._counters(), len(self.pipeline.model_loads)
         self.cache.take()
-        reply: dict[str, Any] = {"pid": os.getpid(), "shared_cache": self.shared}
+        reply = ChunkReply(pid=os.getpid(), shared_cache=self.shared)
         try:
             result = self.pipeline.run(documents)
         except ModelLoadError as error:  # stops the run, as it does locally; finished work is in the cache
-            reply.update(fatal=str(error), cache_entries=self._entries())
-            return json.dumps(reply, ensure_ascii=False)
-        info = dict(result.info)
-        info.update({k: v - before[k] for k, v in self._counters().items()})
-        info["models_loaded"] = self.pipeline.model_loads[before["models_loaded"]:]
-        reply.update(
-            answers=[a.to_dict() for a in result.answers], errors=result.errors, llm_outputs=result.llm_outputs,
-            info=info, cache_entries=self._entries(),
-        )
-        return json.dumps(reply, ensure_ascii=False, default=str)
+            return replace(reply, fatal=str(error), cache_entries=self._entries()).to_json()
+        info = replace(result.info, **{k: v - before[k] for k, v in self._counters().items()},
+                       models_loaded=self.pipeline.model_loads[loads_before:])
+        return replace(reply, answers=result.answers, errors=result.errors, llm_outputs=result.llm_outputs,
+                       info=info, cache_entries=self._entries()).to_json()
 
     def _counters(self) -> dict[str, int]:
         """The pipeline's counters grow over the worker's life: a chunk reports their growth."""
         return {"cache_hits": self.cache.hits, "cache_misses": self.cache.misses,
                 "windows_read": self.pipeline.windows_read,
-                "llm_prompts_generated": getattr(self.pipeline, "llm_generated", 0),
-                "models_loaded": len(self.pipeline.model_loads)}
+                "llm_prompts_generated": self.pipeline.llm_generated}
 
     def _entries(self) -> list:
         written = self.cache.take()
@@ -291,13 +313,13 @@ class RayEngine:
             cache.close()
             if opened:
                 ray.shutdown()
-        result.info.update(seconds=round(time.time() - started, 2), cache=str(cache.path), engine=self.name,
-                           workers=len(actors),
-                           started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)))
+        result.info = replace(result.info, seconds=round(time.time() - started, 2), cache=str(cache.path),
+                              engine=self.name, workers=len(actors),
+                              started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)))
         return result
 
     def _dispatch(self, ray, actors: list, chunks: list[list[Document]], cache: ResultCache,
-                  progress: bool) -> dict[int, dict]:
+                  progress: bool) -> dict[int, ChunkReply]:
         """Send chunks to the least busy live worker, a few in flight each; collect replies by chunk index."""
         from ray.exceptions import RayActorError, RayTaskError
 
@@ -307,7 +329,7 @@ class RayEngine:
         alive = [True] * len(actors)
         tries = [0] * len(chunks)
         pending: dict[Any, tuple[int, int]] = {}
-        replies: dict[int, dict] = {}
+        replies: dict[int, ChunkReply] = {}
         bar = tqdm(total=sum(len(c) for c in chunks), desc="papers (ray)", unit="paper", disable=not progress)
         try:
             while queue or pending:
@@ -322,7 +344,7 @@ class RayEngine:
                 index, a = pending.pop(ref)
                 load[a] -= 1
                 try:
-                    reply = json.loads(ray.get(ref))
+                    reply = ChunkReply.from_json(ray.get(ref))
                 except RayActorError as error:  # restarts used up: this worker is gone for good
                     alive[a] = False
                     tries[index] += 1
@@ -330,19 +352,21 @@ class RayEngine:
                     if tries[index] <= self.resubmits:
                         queue.append(index)
                     else:
-                        replies[index] = {"failed": f"worker died: {str(error).splitlines()[0][:200]}"}
+                        replies[index] = ChunkReply(failed=f"worker died: {str(error).splitlines()[0][:200]}")
                     continue
                 except RayTaskError as error:  # a bug, not a model or paper problem: keep the other chunks
                     log.error("ray chunk %d failed: %s", index, error)
-                    replies[index] = {"failed": f"worker error: {str(error.cause or error).splitlines()[0][:200]}"}
+                    replies[index] = ChunkReply(
+                        failed=f"worker error: {str(error.cause or error).splitlines()[0][:200]}")
                     bar.update(len(chunks[index]))
                     continue
-                self._store(cache, reply.pop("cache_entries", []))
-                self.pids_seen.add(reply.get("pid", 0))
-                if reply.get("fatal"):
+                self._store(cache, reply.cache_entries)
+                reply.cache_entries = []
+                self.pids_seen.add(reply.pid)
+                if reply.fatal:
                     for other in pending:
                         ray.cancel(other, force=False)
-                    raise ModelLoadError(reply["fatal"])
+                    raise ModelLoadError(reply.fatal)
                 replies[index] = reply
                 bar.update(len(chunks[index]))
         finally:
@@ -359,31 +383,20 @@ class RayEngine:
 
     @staticmethod
     def _gather(questions: QuestionSet, documents: list[Document], chunks: list[list[Document]],
-                replies: dict[int, dict]) -> RunResult:
+                replies: dict[int, ChunkReply]) -> RunResult:
         """One RunResult from the chunks' replies, in paper order, with the run counts summed."""
         result = RunResult(documents=documents, questions=questions)
-        info: dict[str, Any] = {}
-        loaded: list[str] = []
+        infos: list[RunInfo] = []
         for index, chunk in enumerate(chunks):
-            reply = replies.get(index, {"failed": "no reply"})
-            if "failed" in reply:
+            reply = replies.get(index, ChunkReply(failed="no reply"))
+            if reply.failed is not None:
                 for doc in chunk:
-                    result.errors.setdefault(doc.id, []).append(reply["failed"])
+                    result.errors.setdefault(doc.id, []).append(reply.failed)
                 continue
-            result.answers.extend(Answer.from_dict(a) for a in reply["answers"])
-            for doc_id, problems in reply["errors"].items():
+            result.answers.extend(reply.answers)
+            for doc_id, problems in reply.errors.items():
                 result.errors.setdefault(doc_id, []).extend(problems)
-            result.llm_outputs.extend(reply["llm_outputs"])
-            chunk_info = reply["info"]
-            for warning in chunk_info.pop("warnings", []):
-                if warning not in info.setdefault("warnings", []):
-                    info["warnings"].append(warning)
-            loaded.extend(chunk_info.pop("models_loaded", []))
-            for key, value in chunk_info.items():
-                if key in SUMMED_INFO:
-                    info[key] = info.get(key, 0) + value
-                else:
-                    info.setdefault(key, value)
-        info["models_loaded"] = loaded
-        result.info.update(info)
+            result.llm_outputs.extend(reply.llm_outputs)
+            infos.append(reply.info)
+        result.info = RunInfo.gathered(infos)
         return result

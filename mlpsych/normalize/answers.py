@@ -11,9 +11,8 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
-from mlpsych.answers import Answer, Span
+from mlpsych.answers import Answer, AnswerStage, Span
 from mlpsych.documents import Document
 from mlpsych.normalize.grounding import Grounding, aliases, ground
 from mlpsych.normalize.llm import DEFAULT_LLM, NormalizeResult
@@ -80,6 +79,19 @@ def prompts_for(question: QuestionTemplate, answers_by_model: dict[str, list[Ans
     }
 
 
+@dataclass
+class NormalizeAudit:
+    """What the LLM was given and returned for one answer list, per reader model: kept for the run's audit sheet,
+    and its errors decide whether the extractive answers stay the answer."""
+
+    llm: str
+    combine: str
+    prompts: dict[str, str]
+    raw_outputs: dict[str, str]
+    items: dict[str, list[str]]
+    errors: dict[str, str]
+
+
 def combine_results(
     doc: Document,
     question: QuestionTemplate,
@@ -88,19 +100,19 @@ def combine_results(
     *,
     llm: str = "",
     prompts: dict[str, str] | None = None,
-) -> tuple[list[Answer], dict[str, Any]]:
+) -> tuple[list[Answer], NormalizeAudit]:
     """Per-model LLM results -> grounded answers combined as the template says, plus the audit record."""
     if question.normalize is None:
         raise ValueError(f"question {question.id!r} has no normalize prompt")
     models = [m for m in answers_by_model if m in results]
-    audit: dict[str, Any] = {
-        "llm": llm,
-        "combine": question.normalize.combine,
-        "prompts": dict(prompts or {}),
-        "raw_outputs": {m: results[m].raw_output if m in results else "" for m in answers_by_model},
-        "items": {m: results[m].items if m in results else [] for m in answers_by_model},
-        "errors": {m: results[m].error for m in models if results[m].error},
-    }
+    audit = NormalizeAudit(
+        llm=llm,
+        combine=question.normalize.combine,
+        prompts=dict(prompts or {}),
+        raw_outputs={m: results[m].raw_output if m in results else "" for m in answers_by_model},
+        items={m: results[m].items if m in results else [] for m in answers_by_model},
+        errors={m: results[m].error for m in models if results[m].error},
+    )
     if question.normalize.combine == "per_model":
         groups = [[_Item(text, [m]) for text in results[m].items] for m in models]
     else:
@@ -141,8 +153,8 @@ def _to_answer(doc: Document, question: QuestionTemplate, item: _Item, sources: 
     common = dict(doc_id=doc.id, question_id=question.id, text=item.text, models=list(item.models),
                   score=score, spans=spans)
     if not grounding.grounded or grounding.start is None or grounding.end is None:
-        return Answer(stage="ungrounded", **common)
-    return Answer(stage="normalized", start=grounding.start, end=grounding.end,
+        return Answer(stage=AnswerStage.UNGROUNDED, **common)
+    return Answer(stage=AnswerStage.NORMALIZED, start=grounding.start, end=grounding.end,
                   page=doc.page_at(grounding.start), evidence=doc.sentence_around(grounding.start, grounding.end),
                   **common)
 

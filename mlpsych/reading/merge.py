@@ -10,7 +10,7 @@ Spans of several models go through the same rules, so merging also combines mode
 
 from __future__ import annotations
 
-from mlpsych.answers import Answer, Span
+from mlpsych.answers import Answer, AnswerStage, Span
 from mlpsych.documents import Document
 
 JUNK = " ,.-(;"
@@ -30,7 +30,7 @@ def _key(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _answer(doc: Document, spans: list[Span], stage: str = "extractive") -> Answer:
+def _answer(doc: Document, spans: list[Span], stage: AnswerStage = AnswerStage.EXTRACTIVE) -> Answer:
     best = max(spans, key=lambda s: s.score)
     start, end = min(s.start for s in spans), max(s.end for s in spans)
     return Answer(

@@ -39,10 +39,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mlpsych.answers import Answer, Span
+from mlpsych.answers import Answer, AnswerStage, Span
 from mlpsych.documents import Document
-
-JUNK = " ,.-(;"
+from mlpsych.reading.merge import JUNK
 SCORE_DECIMALS = 5
 READ = 20  # raw answers the post-processing reads, of the pipeline's top 30
 ENTITY_READ = 5  # raw answers read per multi-hop sub-question
@@ -151,7 +150,7 @@ def _record(doc: Document, item: _Kept) -> Answer:
         doc_id=first.doc_id,
         question_id=first.question_id,
         text=item.text.strip(),
-        stage="extractive",
+        stage=AnswerStage.EXTRACTIVE,
         models=[first.model],
         score=item.score,
         start=start,

@@ -115,7 +115,7 @@ def test_a_demo_run_says_so_in_the_file_name_and_first_in_the_run_sheet():
     from mlpsych.models import DEMO_NOTE
 
     real, demo = _result(), _result()
-    demo.info["demo_models"] = ["/tmp/tiny/deberta-v2"]
+    demo.info.demo_models = ["/tmp/tiny/deberta-v2"]
     assert results.download_name(real, ".xlsx") == "results.xlsx"
     assert results.download_name(demo, ".csv") == "results-DEMO-random-models.csv"
     assert results.download_name(demo, ".xlsx", filtered=True) == "results-filtered-DEMO-random-models.xlsx"

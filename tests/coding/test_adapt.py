@@ -112,7 +112,7 @@ def test_adapt_writes_a_reader_the_reader_loads_and_resumes(tmp_path: Path, code
                                llm=LLMSettings(enabled=False))
     result = Pipeline(only_adapted, run_settings, ResultCache(tmp_path / "cache"), progress=False).run(
         [Document("B", PAPER_B)])
-    line, = result.info["adapted_readers"]
+    line, = result.info.adapted_readers
     assert line.startswith(f"{out}: answered q1, q2; adapted from {tiny_bert} on 1 coded papers")
     with pytest.raises(AdaptError, match="not a reader folder written by `mlpsych adapt`"):
         use_adapted(questions, [tiny_bert])

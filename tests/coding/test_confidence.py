@@ -108,7 +108,7 @@ def test_run_sheet_has_the_confidence_column_sorted(tiny_questions, tmp_path):
                            llm=LLMSettings(enabled=False), max_sub_questions=2)
     qs = load_question_set(tiny_questions).select(["q1", "q3"])
     result = Pipeline(qs, settings, ResultCache(tmp_path / "cache"), progress=False).run([Document("a", text)])
-    assert result.info["calibrator"].startswith("default: 34 development papers")
+    assert result.info.calibrator.startswith("default: 34 development papers")
     write_result(result, tmp_path / "out.xlsx")
     rows = read_sheet(tmp_path / "out.xlsx", "answers")
     assert rows and all(0 < r["confidence"] < 1 for r in rows)

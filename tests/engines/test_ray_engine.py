@@ -11,7 +11,7 @@ import pytest
 from mlpsych.documents import Document
 from mlpsych.engines import EngineError, get_engine
 from mlpsych.engines.local import LocalEngine
-from mlpsych.engines.ray_engine import RayEngine, RecordingCache, Worker, worker_cache_dir
+from mlpsych.engines.ray_engine import ChunkReply, RayEngine, RecordingCache, Worker, worker_cache_dir
 from mlpsych.models import ModelLoadError
 from mlpsych.pipeline import RunResult
 from mlpsych.questions import load_question_set
@@ -70,19 +70,19 @@ def test_recording_cache_remembers_hits_and_puts(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_worker_keeps_models_loaded_between_chunks(tiny_models, example_documents, tmp_path, monkeypatch) -> None:
-    """The actor's code, run in this process: chunk replies are JSON, counters are per chunk."""
+    """The actor's code, run in this process: chunk replies are JSON records, counters are per chunk."""
     monkeypatch.setenv("MLPSYCH_CACHE", str(tmp_path / "node"))
     questions = load_question_set(write_questions(tmp_path, tiny_models))
     worker = Worker(questions.model_dump_json(), settings().model_dump_json(), str(tmp_path / "run"), None)
-    first = json.loads(worker.run_chunk(json.dumps([example_documents[0].to_dict()])))
-    second = json.loads(worker.run_chunk(json.dumps([example_documents[1].to_dict()])))
+    first = ChunkReply.from_json(worker.run_chunk(json.dumps([example_documents[0].to_dict()])))
+    second = ChunkReply.from_json(worker.run_chunk(json.dumps([example_documents[1].to_dict()])))
     models = {str(tiny_models[f]) for f in ("electra", "roberta", "bert")}
-    assert set(first["info"]["models_loaded"]) == models and len(first["info"]["models_loaded"]) == 3
-    assert second["info"]["models_loaded"] == []  # kept loaded
-    assert second["info"]["windows_read"] > 0 and second["info"]["cache_hits"] == 0
-    assert {a["doc_id"] for a in second["answers"]} == {example_documents[1].id}
+    assert set(first.info.models_loaded) == models and len(first.info.models_loaded) == 3
+    assert second.info.models_loaded == []  # kept loaded
+    assert second.info.windows_read > 0 and second.info.cache_hits == 0
+    assert {a.doc_id for a in second.answers} == {example_documents[1].id}
     # Not sharing the driver's cache: every entry it computed comes back to be stored by the driver.
-    keys = {k for k, _, _ in first["cache_entries"]} | {k for k, _, _ in second["cache_entries"]}
+    keys = {k for k, _, _ in first.cache_entries} | {k for k, _, _ in second.cache_entries}
     assert keys == set(rows(tmp_path / "node"))
     worker.release()
 
@@ -107,14 +107,14 @@ def test_ray_run_equals_local_run(ray_cluster, tiny_models, example_documents, t
     assert [d.id for d in distributed.documents] == [d.id for d in docs]
     # Same work, same keys: the two caches hold the same results.
     assert rows(tmp_path / "ray") == rows(tmp_path / "local")
-    assert distributed.info["windows_read"] == local.info["windows_read"]
-    assert distributed.info["engine"] == "ray" and distributed.info["workers"] == 2
+    assert distributed.info.windows_read == local.info.windows_read
+    assert distributed.info.engine == "ray" and distributed.info.workers == 2
     # Two workers, each loaded each reader once for all its papers (locally BERT is loaded again for q4,
     # because the local engine releases every model when its stage ends).
     assert len(engine.pids_seen) == 2
     readers = [str(tiny_models[f]) for f in ("electra", "roberta", "bert")]
-    assert sorted(distributed.info["models_loaded"]) == sorted(2 * readers)
-    assert sorted(local.info["models_loaded"]) == sorted([*readers, str(tiny_models["bert"])])
+    assert sorted(distributed.info.models_loaded) == sorted(2 * readers)
+    assert sorted(local.info.models_loaded) == sorted([*readers, str(tiny_models["bert"])])
     assert not list((tmp_path / "ray").glob(".ray-probe-*"))  # the probe is cleaned up
 
 
@@ -127,7 +127,7 @@ def test_results_come_home_when_workers_cannot_see_the_cache(ray_cluster, tiny_m
     RayEngine(workers=1, shared_cache=False).run(questions, settings(), docs, tmp_path / "driver", progress=False)
     assert len(rows(tmp_path / "driver")) >= 2 * 3  # per paper at least: q1 by two models, q2, a q4 sub-question
     again = LocalEngine().run(questions, settings(), docs, tmp_path / "driver", progress=False)
-    assert again.info["windows_read"] == 0 and again.info["cache_misses"] == 0 and again.info["models_loaded"] == []
+    assert again.info.windows_read == 0 and again.info.cache_misses == 0 and again.info.models_loaded == []
 
 
 @pytest.mark.slow

@@ -253,7 +253,7 @@ def test_llm_that_does_not_exist_stops_the_command_early_and_the_library_keeps_e
     result = Pipeline(QuestionSet(questions=[question]), settings, ResultCache(tmp_path / "c"), progress=False).run(
         [Document(id="a", text=GOOD)])
     assert any("normalization skipped" in w and "nobody/no-such-instruct-model" in w
-               for w in result.info.get("warnings", []))
+               for w in result.info.warnings)
     rows = [a for a in result.answers if a.doc_id == "a"]
     assert rows and all(a.stage == "extractive" for a in rows) and any(a.final for a in rows)
 

@@ -73,7 +73,7 @@ def test_oom_at_batch_one_fails_that_paper_only(tiny_models, tmp_path) -> None:
     big = Document(id="big", text=TEXT * 3)
     small = Document(id="small", text=TEXT[:300])
     pipeline.run([small])  # loads the reader, kept for the next run
-    reader = pipeline._readers[str(tiny_models["bert"])]
+    reader = pipeline.models.readers[str(tiny_models["bert"])]
     reader._batch_size = 1
     original = reader.model.forward
 

@@ -46,7 +46,7 @@ def test_killed_worker_is_restarted_and_its_chunk_retried(ray_cluster, papers, f
     docs = load_documents(papers, progress=False)
     questions = load_question_set(fast_questions)
     expected = LocalEngine().run(questions, run_settings(), docs, reference["cache"], progress=False)
-    assert expected.info["cache_misses"] == 0  # the reference run's answers, served from its cache
+    assert expected.info.cache_misses == 0  # the reference run's answers, served from its cache
 
     engine = RayEngine(workers=1, chunk_size=1)
     cache = tmp_path / "cache"

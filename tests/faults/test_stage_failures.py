@@ -59,7 +59,8 @@ def _plant(monkeypatch: pytest.MonkeyPatch, stage: str) -> None:
     import mlpsych.ingest as ingest
     import mlpsych.multihop as multihop
     import mlpsych.normalize.answers as normalize
-    import mlpsych.pipeline as pipeline
+    import mlpsych.pipeline.read as read_stage
+    import mlpsych.reading.released as released
     from mlpsych.documents import Document
     from mlpsych.normalize.cache import CachedNormalizer
     from mlpsych.reading.reader import Reader
@@ -85,12 +86,12 @@ def _plant(monkeypatch: pytest.MonkeyPatch, stage: str) -> None:
 
         monkeypatch.setattr(Document, "sha256", property(sha256))
     elif stage == "windowing":
-        wrap(pipeline.Pipeline, "_windows_to_read", lambda reader, doc, query: doc.id)
+        wrap(read_stage, "windows_to_read", lambda reader, doc, query: doc.id)
     elif stage == "reading":
         wrap(Reader, "run", lambda self, doc, queries: doc.id)
         wrap(Reader, "run_many", lambda self, papers: POISON if any(d.id == POISON for d, _ in papers) else "")
     elif stage == "merging":
-        wrap(pipeline, "released_answers", lambda doc, spans, merge=True, read=None: doc.id)
+        wrap(released, "released_answers", lambda doc, spans, merge=True, read=None: doc.id)
     elif stage == "generating":  # the LLM fails on a prompt made from the poisoned paper's answers
         wrap(CachedNormalizer, "run",
              lambda self, prompts: POISON if any("lasso" in p.lower() or "spss" in p.lower() for p in prompts) else "")

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from mlpsych.answers import Answer
 from mlpsych.documents import Document
-from mlpsych.normalize.answers import combine_results, prompts_for
+from mlpsych.normalize.answers import NormalizeAudit, combine_results, prompts_for
 from mlpsych.normalize.llm import Normalizer
 from mlpsych.questions import QuestionTemplate
 
@@ -17,7 +15,7 @@ def normalize_answers(
     question: QuestionTemplate,
     answers_by_model: dict[str, list[Answer]],
     normalizer: Normalizer,
-) -> tuple[list[Answer], dict[str, Any]]:
+) -> tuple[list[Answer], NormalizeAudit]:
     """LLM-normalized answers of one question for one paper, grounded in the paper, and the audit record."""
     prompts = prompts_for(question, answers_by_model, max_input_items=normalizer.max_input_items)
     results = dict(zip(prompts, normalizer.run(list(prompts.values()))))

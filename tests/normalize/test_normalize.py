@@ -13,7 +13,7 @@ from mlpsych.dev.tiny import build_tiny_models, corpus
 from mlpsych.documents import Document
 from mlpsych.errors import NormalizerUnavailable
 from mlpsych.models import load_failure_reason
-from mlpsych.normalize.answers import build_prompt, choose_model, item_key
+from mlpsych.normalize.answers import NormalizeAudit, build_prompt, choose_model, item_key
 from mlpsych.normalize.grounding import ground
 from mlpsych.normalize.llm import HOW_TO_ENABLE, Normalizer, NormalizeResult
 from mlpsych.questions import NormalizeSpec, QuestionTemplate
@@ -206,22 +206,22 @@ def test_tiny_llama_whole_chain(tiny_llama: Path) -> None:
     check_chain(text, answers, audit)
     # Random weights rarely say something the paper contains; a paper that does contain the model's (greedy,
     # so repeatable) items takes the grounded branch with the same real output.
-    items = [i for found in audit["items"].values() for i in found]
+    items = [i for found in audit.items.values() for i in found]
     if not items:
         pytest.skip("the tiny model's output parsed to no item")
     text2 = text + " Appendix: " + "; ".join(items) + "."
     answers2, audit2 = normalize_answers(Document(id="c1", text=text2), Q1, answers_by_model, normalizer)
     normalizer.release()
-    assert audit2["raw_outputs"] == audit["raw_outputs"]
+    assert audit2.raw_outputs == audit.raw_outputs
     check_chain(text2, answers2, audit2)
     assert answers2 and all(a.stage == "normalized" for a in answers2)
 
 
-def check_chain(text: str, answers: list[Answer], audit: dict) -> None:
-    assert set(audit["raw_outputs"]) == {"deberta", "albert"}
-    assert all(isinstance(raw, str) and raw for raw in audit["raw_outputs"].values())
-    assert "random forest" in audit["prompts"]["deberta"] and "XGBoost" in audit["prompts"]["albert"]
-    expected_items = {item_key(i) for items in audit["items"].values() for i in items}
+def check_chain(text: str, answers: list[Answer], audit: NormalizeAudit) -> None:
+    assert set(audit.raw_outputs) == {"deberta", "albert"}
+    assert all(isinstance(raw, str) and raw for raw in audit.raw_outputs.values())
+    assert "random forest" in audit.prompts["deberta"] and "XGBoost" in audit.prompts["albert"]
+    expected_items = {item_key(i) for items in audit.items.values() for i in items}
     assert {item_key(a.text) for a in answers} == expected_items
     for answer in answers:
         g = ground(answer.text, text)
@@ -269,9 +269,9 @@ def test_union_of_two_models() -> None:
     assert DOC.text[r.start:r.end] == "R" and r.evidence == "A random forest was fitted in R."
     assert [s.model for s in by_text["Random forest"].spans] == ["deberta", "albert"]
     assert by_text["XGBoost"].start is None and by_text["XGBoost"].evidence == ""
-    assert audit["raw_outputs"] == {"deberta": OUTPUTS["support vector"], "albert": OUTPUTS["latent Dirichlet"]}
-    assert audit["items"]["albert"] == ["random forests", "LDA", "R"]
-    assert audit["combine"] == "union" and audit["errors"] == {}
+    assert audit.raw_outputs == {"deberta": OUTPUTS["support vector"], "albert": OUTPUTS["latent Dirichlet"]}
+    assert audit.items["albert"] == ["random forests", "LDA", "R"]
+    assert audit.combine == "union" and audit.errors == {}
 
 
 def test_per_model_rows() -> None:
@@ -292,7 +292,7 @@ def test_model_without_answers_is_not_prompted() -> None:
     answers_by_model = {"deberta": two_models()["deberta"], "albert": []}
     answers, audit = normalize_answers(DOC, Q1, answers_by_model, normalizer)
     assert len(normalizer.prompts) == 1
-    assert audit["raw_outputs"]["albert"] == "" and audit["items"]["albert"] == []
+    assert audit.raw_outputs["albert"] == "" and audit.items["albert"] == []
     assert {a.text for a in answers} == {"SVM", "Random forest", "XGBoost"}
 
 
@@ -300,7 +300,7 @@ def test_garbage_output_gives_no_answers() -> None:
     answers, audit = normalize_answers(DOC, Q1, two_models(),
                                        FixedOutputNormalizer({"support": "}}{{ ::", "latent": "I'm sorry."}))
     assert answers == []
-    assert audit["raw_outputs"]["deberta"] == "}}{{ ::"
+    assert audit.raw_outputs["deberta"] == "}}{{ ::"
 
 
 def test_question_without_normalize() -> None:

@@ -7,7 +7,10 @@ import pytest
 from mlpsych.answers import Span
 from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
-from mlpsych.pipeline import Pipeline
+from mlpsych.pipeline import Pipeline, RunResult
+from mlpsych.pipeline.context import ModelPool, RunCounters, StageContext
+from mlpsych.pipeline.read import CachedReader
+from mlpsych.pipeline.retrieve import cascade_identity
 from mlpsych.questions import QuestionSet
 from mlpsych.reading.cost import flops
 from mlpsych.reading.reader import Reader
@@ -158,7 +161,7 @@ def test_small_reader_reads_every_window_and_the_large_reader_only_the_chosen(ti
             named = cascade.small_query(q, settings.retrieval.cascade, small_reader, doc).windows
             assert q.windows == named
     assert pipe.tokens_read[small] > 0 and pipe.tokens_read[large] > 0
-    assert set(result.info["reader_gflops"]) == {small, large}
+    assert set(result.info.reader_gflops) == {small, large}
 
     again = Pipeline(questions, settings, ResultCache(tmp_path / "c"), progress=False)
     second = again.run([doc])  # a rerun reads nothing: both readers' reads are cached
@@ -176,12 +179,16 @@ def test_cache_keys_of_the_large_reader_include_the_small_reader(tiny_models):
     _, electra = _setup(tiny_models, "electra")
     _, looser = _setup(tiny_models, "bert", mass=0.9)
     large = questions.questions[0].models[0]
-    pipes = [Pipeline(questions, s, progress=False) for s in (bert, electra, looser)]
+    readers = [CachedReader(large, None, _context(s, questions)) for s in (bert, electra, looser)]
     base = Query("q1", "What machine learning techniques were used?", 3, 15, windows=(0, 2))
-    keys = [p._read_key(doc, large, replace(base, selected_by=p._cascade_identity())) for p in pipes]
+    keys = [r.key(doc, replace(base, selected_by=cascade_identity(r.ctx.settings))) for r in readers]
     assert len(set(keys)) == 3  # the same windows chosen by another small reader, or with other settings
-    assert pipes[0]._read_key(doc, large, base) not in keys  # ... or by BM25 alone, are other reads
-    assert pipes[0]._read_key(doc, large, replace(base, selected_by=pipes[0]._cascade_identity())) == keys[0]
+    assert readers[0].key(doc, base) not in keys  # ... or by BM25 alone, are other reads
+    assert readers[0].key(doc, replace(base, selected_by=cascade_identity(bert))) == keys[0]
+
+
+def _context(settings: RunSettings, questions: QuestionSet) -> StageContext:
+    return StageContext(settings, None, RunResult([], questions), RunCounters(), ModelPool(), [])
 
 
 def test_the_plan_reports_the_small_readers_stage_first(tiny_models):

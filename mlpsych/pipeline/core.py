@@ -1,0 +1,202 @@
+"""The pipeline: a list of stages that ``run()`` walks over the papers, level by level, and ``plan()`` walks to
+say what a run will do, so the plan cannot drift from what runs.
+
+Questions run in levels: those without a bridge first, then those whose bridge question has finished. Within a
+level each stage runs over every paper (follow-up -> sizing -> select -> read -> merge -> normalize ->
+confidence); each model is loaded once and released before the next model or the LLM is loaded. Every unit of
+work is cached as soon as it finishes, so a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from dataclasses import replace
+
+from mlpsych import __version__
+from mlpsych.cache import ResultCache
+from mlpsych.documents import Document
+from mlpsych.models import is_random_weights
+from mlpsych.pipeline.confidence import ConfidenceStage
+from mlpsych.pipeline.context import ModelPool, RunCounters, Stage, StageContext
+from mlpsych.pipeline.follow_up import FollowUpStage
+from mlpsych.pipeline.merge import MergeStage
+from mlpsych.pipeline.normalize import NormalizeStage
+from mlpsych.pipeline.read import ReadStage, SelectStage
+from mlpsych.pipeline.records import Level, LevelSize, is_follow_up
+from mlpsych.pipeline.result import RunInfo, RunResult, isolated
+from mlpsych.progress import ProgressCallback, ProgressEvent
+from mlpsych.questions import QuestionSet, QuestionTemplate
+from mlpsych.reading.cost import flops
+from mlpsych.settings import RunSettings
+
+log = logging.getLogger(__name__)
+
+
+class SizingStage:
+    """Once a follow-up level's units exist (after the follow-up stage), every stage the run walks is reported with
+    its size (``sizing``), so a front end estimates the rest of the run from counted work instead of a guess."""
+
+    name = "sizing"
+
+    def plan(self, size: LevelSize) -> list[ProgressEvent]:
+        return []  # no model: it reports the other stages' plans
+
+    def run(self, level: Level, ctx: StageContext) -> None:
+        if not ctx.on_progress or not is_follow_up(level.questions):
+            return
+        size = LevelSize.counted(level)
+        for stage in ctx.stages:
+            for event in stage.plan(size):
+                ctx.report(replace(event, sizing=True))
+
+
+def question_levels(questions: QuestionSet) -> list[list[QuestionTemplate]]:
+    """Questions grouped so every bridge question sits in an earlier level than those that use it."""
+    depth: dict[str, int] = {}
+    for q in questions.in_run_order():
+        depth[q.id] = depth[q.bridge_from] + 1 if q.bridge_from else 0
+    levels: list[list[QuestionTemplate]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for q in questions.in_run_order():
+        levels[depth[q.id]].append(q)
+    return levels
+
+
+class Pipeline:
+    """Configure with questions, settings and a cache; ``run(documents)`` answers every question for every paper."""
+
+    def __init__(
+        self,
+        questions: QuestionSet,
+        settings: RunSettings | None = None,
+        cache: ResultCache | None = None,
+        progress: bool = True,
+        on_progress: ProgressCallback | None = None,
+        keep_loaded: bool = False,
+    ) -> None:
+        self.questions = questions
+        self.settings = settings or RunSettings()
+        self.cache = cache if cache is not None else ResultCache()
+        self.progress = progress
+        self.on_progress = on_progress
+        self.counters = RunCounters()
+        # Models stay loaded between runs only when asked (a long-lived worker); otherwise each model is released
+        # as soon as its stage ends, so encoders and the LLM are never resident together.
+        self.models = ModelPool(keep_loaded)
+
+    def stages(self) -> list[Stage]:
+        """The stages of every level, in order: the one place a stage is added."""
+        return [FollowUpStage(self.settings), SizingStage(), SelectStage(self.settings), ReadStage(self.settings),
+                MergeStage(self.settings), NormalizeStage(self.settings),
+                ConfidenceStage(self.settings, {q.id: q.kind for q in self.questions.questions})]
+
+    # What the pipeline did over its life (a long-lived worker reports their growth per chunk).
+    @property
+    def windows_read(self) -> int:
+        return self.counters.windows_read
+
+    @property
+    def tokens_read(self) -> dict[str, int]:
+        return self.counters.tokens_read
+
+    @property
+    def model_loads(self) -> list[str]:
+        return self.counters.model_loads
+
+    @property
+    def llm_generated(self) -> int:
+        return self.counters.llm_generated
+
+    def plan(self, n_papers: int) -> list[ProgressEvent]:
+        """The stages a run over ``n_papers`` readable papers reports, in order, with their units to do (done 0).
+
+        A front end sizes its estimate from this before the first event, and learns every model of the run (the
+        LLM included) without knowing the defaults. A follow-up level's sub-questions exist only once the level
+        before it is answered: its entries are not ``counted`` until the run reports them (``SizingStage``).
+        """
+        stages = self.stages()
+        return [event for level in question_levels(self.questions) for stage in stages
+                for event in stage.plan(LevelSize.planned(level, n_papers))]
+
+    def run(self, documents: list[Document]) -> RunResult:
+        started = time.time()
+        result = RunResult(documents=documents, questions=self.questions)
+        stages = self.stages()
+        ctx = StageContext(self.settings, self.cache, result, self.counters, self.models, stages, self.progress,
+                           self.on_progress)
+        docs = []
+        for doc in documents:
+            if not doc.ok:
+                result.errors.setdefault(doc.id, []).append(doc.status)
+                continue
+            with isolated(result, doc.id, "hashing"):
+                if doc.text.strip() and doc.sha256:  # a text that cannot be hashed cannot be cached: it fails alone
+                    docs.append(doc)
+        for questions in question_levels(self.questions):
+            level = Level(questions, docs, first_row=len(result.answers))
+            for stage in stages:
+                stage.run(level, ctx)
+        result.info = self._info(started, during=result.info)
+        return result
+
+    def release(self) -> None:
+        """Free every model kept loaded with ``keep_loaded``."""
+        self.models.release()
+
+    @staticmethod
+    def _gflops(model: str, tokens: int) -> float | None:
+        """GFLOPs of a model's reading for the run sheet; None where its architecture cannot be told (a Hub model
+        whose config is not on this machine, all its reads cached): the run's results never wait on it."""
+        try:
+            return round(flops(model, tokens) / 1e9, 1)
+        except Exception as error:  # noqa: BLE001 - a figure for the run sheet, not worth failing a run for
+            log.debug("no FLOPs for %s: %s", model, error)
+            return None
+
+    def _adapted(self) -> list[str]:
+        """The run sheet's line per reader written by ``mlpsych adapt``: what it was adapted on, for which questions
+        it answered here."""
+        from mlpsych.coding.adapt import describe_adapted
+
+        lines = []
+        for model in sorted({m for q in self.questions.questions for m in q.models}):
+            described = describe_adapted(model)
+            if described:
+                asked = [q.id for q in self.questions.questions if model in q.models]
+                lines.append(f"{model}: answered {', '.join(asked)}; {described}")
+        return lines
+
+    def _info(self, started: float, during: RunInfo) -> RunInfo:
+        """The run's facts; ``during``: what the stages noted while running (warnings, the calibrator)."""
+        import torch
+        import transformers
+
+        counters = self.counters
+        return RunInfo(
+            mlpsych=__version__,
+            python=platform.python_version(),
+            torch=torch.__version__,
+            transformers=transformers.__version__,
+            platform=platform.platform(),
+            questions=self.questions.source,
+            models=sorted({m for q in self.questions.questions for m in q.models}),
+            adapted_readers=self._adapted(),
+            # random-weight models (the demo's): their answers are meaningless, and the front ends and sheets say so
+            demo_models=sorted({e.model for e in self.plan(1) if is_random_weights(e.model)}),
+            settings=self.settings.describe(),
+            # "auto" differs between machines (bf16 where the CPU has it): what the readers ran in, to reproduce
+            reader_dtype=self.settings.reader.cache_fields()["dtype"],
+            started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+            seconds=round(time.time() - started, 2),
+            cache=str(self.cache.path),
+            cache_hits=self.cache.hits,
+            cache_misses=self.cache.misses,
+            windows_read=counters.windows_read,
+            tokens_read=dict(counters.tokens_read),
+            reader_gflops={m: self._gflops(m, t) for m, t in counters.tokens_read.items()},
+            models_loaded=list(counters.model_loads),
+            llm_prompts_generated=counters.llm_generated,
+            warnings=list(during.warnings),
+            calibrator=during.calibrator,
+        )

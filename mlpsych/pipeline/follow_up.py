@@ -1,0 +1,63 @@
+"""The follow-up stage: the units of a level, every question asked of every paper, and a bridged (multi-hop)
+question asked once per entity its bridge question found in that paper."""
+
+from __future__ import annotations
+
+from mlpsych.answers import Answer
+from mlpsych.documents import Document
+from mlpsych import multihop
+from mlpsych.pipeline.context import StageContext
+from mlpsych.pipeline.normalize import answer_stages
+from mlpsych.pipeline.records import Level, LevelSize, Unit
+from mlpsych.pipeline.result import isolated
+from mlpsych.progress import ProgressEvent
+from mlpsych.questions import QuestionTemplate
+from mlpsych.reading.reader import Query
+from mlpsych.retrieval import plan_for
+from mlpsych.settings import RunSettings
+
+
+class FollowUpStage:
+    """Units for a level: one per paper and question, one per bridge entity for a bridged question (found among
+    the final answers of earlier levels)."""
+
+    name = "follow_up"
+
+    def __init__(self, settings: RunSettings) -> None:
+        self.settings = settings
+
+    def plan(self, size: LevelSize) -> list[ProgressEvent]:
+        return []  # no model: nothing a front end waits for
+
+    def run(self, level: Level, ctx: StageContext) -> None:
+        finals: dict[tuple[str, str], list[Answer]] = {}
+        for a in ctx.result.answers:
+            if a.final:
+                finals.setdefault((a.doc_id, a.question_id), []).append(a)
+        for doc in level.docs:
+            for q in level.questions:
+                if not q.bridge_from:
+                    level.units.append(Unit(doc, q, self.query(q, q.text)))
+                    continue
+                with isolated(ctx.result, doc.id, f"multi-hop {q.id}"):
+                    level.units.extend(self.sub_units(doc, q, finals.get((doc.id, q.bridge_from), [])))
+
+    def query(self, question: QuestionTemplate, text: str, entity: str | None = None) -> Query:
+        return Query(
+            question_id=question.id,
+            text=text,
+            top_k=question.top_k,
+            max_answer_tokens=self.settings.reader.max_answer_tokens or question.answer_tokens,
+            allow_empty=question.allow_empty,
+            bridge_entity=entity,
+        )
+
+    def sub_units(self, doc: Document, question: QuestionTemplate, bridge: list[Answer]) -> list[Unit]:
+        """One unit per bridge entity of this paper (the multi-hop step)."""
+        cap = self.settings.max_sub_questions or question.max_sub_questions
+        retrieving = plan_for(question.retrieval, self.settings.retrieval) is not None
+        entities = multihop.entities_to_ask(
+            question, multihop.bridge_entities(bridge, cap, self.settings.answers.entity_case,
+                                               answer_stages(self.settings)), retrieving)
+        return [Unit(doc, question, self.query(question, text, entity))
+                for entity, text in multihop.sub_questions(question, entities)]

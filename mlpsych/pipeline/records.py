@@ -1,0 +1,103 @@
+"""The records the stages pass along: one unit of work per question asked of a paper, and its answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlpsych import progress
+from mlpsych.answers import Answer, Span
+from mlpsych.documents import Document
+from mlpsych.progress import ProgressEvent
+from mlpsych.questions import QuestionTemplate
+from mlpsych.reading.reader import Query
+
+
+@dataclass
+class Unit:
+    """One question (or multi-hop sub-question) asked of one paper, and what the readers found for it."""
+
+    doc: Document
+    question: QuestionTemplate
+    query: Query
+    small_spans: list[Span] | None = None  # the cascade's small reader's spans (select stage), when it has a cascade
+    spans: dict[str, list[Span]] = field(default_factory=dict)  # reader model -> its spans (read stage)
+
+    def read_spans(self) -> dict[str, list[Span]]:
+        """The spans read, in the question's model order (the order its answers and prompts follow)."""
+        return {m: self.spans[m] for m in self.question.models if m in self.spans}
+
+
+@dataclass
+class UnitAnswers:
+    """A unit's answers (merge stage): each model's answer list, and every row it produced (those lists plus the
+    models' combined list)."""
+
+    unit: Unit
+    per_model: dict[str, list[Answer]]
+    rows: list[Answer]
+
+
+@dataclass
+class Level:
+    """One level of the run: questions whose bridge questions are answered, and what each stage adds to it."""
+
+    questions: list[QuestionTemplate]
+    docs: list[Document]  # the readable papers
+    first_row: int = 0  # where the level's rows start in the run's answers
+    units: list[Unit] = field(default_factory=list)  # follow-up stage
+    answered: list[UnitAnswers] = field(default_factory=list)  # merge stage
+
+    @property
+    def label(self) -> str:
+        """The level's question ids, as progress bars and problem lines name it."""
+        return ",".join(q.id for q in self.questions)
+
+
+@dataclass(frozen=True)
+class LevelSize:
+    """What a level's stages plan their progress on: a first level's work is one unit per paper; a follow-up
+    level's is its sub-questions, which exist only once the level before it is answered (``units`` None until
+    then: its stages are reported not ``counted``)."""
+
+    questions: list[QuestionTemplate]
+    n_papers: int
+    units: dict[str, int] | None  # question id -> units (answer lists) to do
+
+    @classmethod
+    def planned(cls, questions: list[QuestionTemplate], n_papers: int) -> LevelSize:
+        """A level as planned before the run: a follow-up level's sub-questions are not known yet."""
+        return cls(questions, n_papers, None if is_follow_up(questions) else {q.id: n_papers for q in questions})
+
+    @classmethod
+    def counted(cls, level: Level) -> LevelSize:
+        """A level whose units exist (after the follow-up stage)."""
+        per_question = {q.id: 0 for q in level.questions}
+        for unit in level.units:
+            per_question[unit.question.id] += 1
+        return cls(level.questions, len(level.docs), per_question)
+
+    def reads(self, ids: tuple[str, ...]) -> int:
+        """A reading stage's units for these questions: papers, or a follow-up level's sub-questions."""
+        if self.units is None:
+            return 0
+        return sum(self.units[q] for q in ids) if is_follow_up(self.questions) else self.n_papers
+
+    def answer_lists(self, ids: tuple[str, ...]) -> int:
+        """The answer lists of these questions (one per paper, or per sub-question, and question)."""
+        return 0 if self.units is None else sum(self.units[q] for q in ids)
+
+    def event(self, stage: progress.Stage, ids: tuple[str, ...], model: str, total: int,
+              unit: progress.Unit | None = None) -> ProgressEvent:
+        """A stage's planned progress event (nothing done yet)."""
+        return ProgressEvent(stage, ids, model, 0, total, unit or reading_unit(self.questions),
+                             counted=self.units is not None)
+
+
+def is_follow_up(questions: list[QuestionTemplate]) -> bool:
+    """A level of bridged (multi-hop) questions, asked once per entity of an earlier answer."""
+    return any(q.bridge_from for q in questions)
+
+
+def reading_unit(questions: list[QuestionTemplate]) -> progress.Unit:
+    """What a level's reading progress counts: papers, or a follow-up level's sub-questions."""
+    return "sub-question" if is_follow_up(questions) else "paper"

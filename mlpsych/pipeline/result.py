@@ -1,0 +1,112 @@
+"""What a run returns, and how one paper's failure becomes its status instead of ending the run."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+from mlpsych.answers import Answer
+from mlpsych.documents import Document
+from mlpsych.errors import ModelLoadError, NormalizerUnavailable, one_line
+from mlpsych.questions import QuestionSet
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunInfo:
+    """The run's facts for the *run* sheet and the front ends: versions, settings, timing, cache use, work done."""
+
+    # Noted by the stages while running (first in the run sheet, where they were in its dict before RunInfo).
+    warnings: list[str] = field(default_factory=list)  # what concerns the whole run (normalization skipped)
+    calibrator: str | None = None  # the confidence stage's calibrator
+    mlpsych: str = ""
+    python: str = ""
+    torch: str = ""
+    transformers: str = ""
+    platform: str = ""
+    questions: str = ""  # the question set's source
+    models: list[str] = field(default_factory=list)
+    adapted_readers: list[str] = field(default_factory=list)  # readers written by `mlpsych adapt`: on what
+    demo_models: list[str] = field(default_factory=list)  # random-weight models: their answers mean nothing
+    settings: dict[str, Any] = field(default_factory=dict)  # RunSettings.describe()
+    reader_dtype: str = ""  # what "auto" resolved to here, to reproduce the run
+    started: str = ""
+    seconds: float = 0.0
+    cache: str = ""
+    cache_hits: int = 0
+    cache_misses: int = 0
+    windows_read: int = 0
+    tokens_read: dict[str, int] = field(default_factory=dict)  # model -> input tokens read (not cached)
+    reader_gflops: dict[str, float | None] = field(default_factory=dict)
+    models_loaded: list[str] = field(default_factory=list)
+    llm_prompts_generated: int = 0
+    engine: str | None = None
+    workers: int | None = None  # the Ray engine's actors
+
+    # Counts that add up over a Ray engine's chunks (the other facts are the same for every chunk).
+    SUMMED: ClassVar[tuple[str, ...]] = ("cache_hits", "cache_misses", "windows_read", "llm_prompts_generated")
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the run sheet lists it: the warnings when there are any, the calibrator and the engine's facts when
+        set."""
+        data = asdict(self)
+        if not data["warnings"]:
+            del data["warnings"]
+        for key in ("calibrator", "engine", "workers"):
+            if data[key] is None:
+                del data[key]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunInfo:
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+    @classmethod
+    def gathered(cls, parts: list[RunInfo]) -> RunInfo:
+        """One run's facts from its chunks' (the Ray engine): counts summed, models loaded and warnings joined,
+        the other facts the first chunk's."""
+        if not parts:
+            return cls()
+        data = asdict(parts[0])
+        for key in cls.SUMMED:
+            data[key] = sum(getattr(p, key) for p in parts)
+        data["models_loaded"] = [m for p in parts for m in p.models_loaded]
+        data["warnings"] = list(dict.fromkeys(w for p in parts for w in p.warnings))
+        return cls(**data)
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced: answers (all rows), per-paper problems, LLM raw outputs and run facts."""
+
+    documents: list[Document]
+    questions: QuestionSet
+    answers: list[Answer] = field(default_factory=list)
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    llm_outputs: list[dict] = field(default_factory=list)
+    info: RunInfo = field(default_factory=RunInfo)
+
+    def fail(self, doc_id: str, stage: str, error: BaseException) -> None:
+        """Record one paper's failure at one stage as its status line (the run goes on without that work)."""
+        line = f"{stage}: {one_line(error)}"
+        log.warning("%s: %s", doc_id, line)
+        self.errors.setdefault(doc_id, []).append(line)
+
+
+@contextmanager
+def isolated(result: RunResult, doc_id: str, stage: str) -> Iterator[None]:
+    """Run one paper's share of a stage; an exception becomes that paper's status instead of ending the run.
+
+    A model that cannot be loaded concerns every paper and still stops the run (finished work is cached); an LLM
+    that cannot be used concerns every paper too and ends the normalization stage (extractive answers stay).
+    """
+    try:
+        yield
+    except (ModelLoadError, NormalizerUnavailable):
+        raise
+    except Exception as error:  # noqa: BLE001 - one paper's failure must not lose the others
+        result.fail(doc_id, stage, error)
