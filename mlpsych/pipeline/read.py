@@ -29,8 +29,9 @@ from mlpsych.settings import RunSettings
 log = logging.getLogger(__name__)
 
 # Bump when reading changes, so cached spans are not reused across versions (2: long questions borrow from the
-# overlap; 3: passages packed into windows; 4: the resolved dtype and the model's revision are in the key).
-READER_VERSION = 4
+# overlap; 3: passages packed into windows; 4: the resolved dtype and the model's revision are in the key; 5: a
+# tokenizer built from spiece.model alone gives transformers 4.57's offsets, which moves ALBERT's spans).
+READER_VERSION = 5
 # Papers whose windows are read in shared batches: up to this many, or until they have this many windows to read.
 PAPERS_PER_READ = 8
 WINDOWS_PER_READ = 32
