@@ -54,7 +54,9 @@ class ReaderSettings(BaseModel):
     # words) or in several: "kept" each, as transformers 4.40's question-answering pipeline; "summed" into one, its
     # score the sum, its offsets the first one's in reading order, with 2 x top_k + 10 candidates searched per window
     # where spans snap to words, as transformers 4.57's, which the released code's answers were checked with.
-    same_text: Literal["kept", "summed"] = "kept"
+    # Summed by default: against the earlier "kept" it answered better on both halves of the development papers
+    # (benchmarks/README.md, answer_quality, issue 23's re-run).
+    same_text: Literal["kept", "summed"] = "summed"
 
     def cache_fields(self) -> dict:
         """Settings that change the result: windowing, decoding and the dtype the model runs in, ``auto`` resolved
@@ -103,8 +105,8 @@ class AnswerSettings(BaseModel):
     per_entity: int | None = Field(default=3, ge=1)
     entity_case: Literal["casefold", "exact"] = "exact"  # how repeated bridge entities are told apart
     # The released rules read only a model's first ``read`` raw spans (the released code reads 20 of the pipeline's
-    # 30); None reads all the question's ``top_k``.
-    read: int | None = Field(default=None, ge=1)
+    # 30, as the default does); None reads all the question's ``top_k``.
+    read: int | None = Field(default=20, ge=1)
     # The confidence column's calibrator (a file of ``mlpsych calibrate``); None: the default shipped with mlpsych,
     # fitted on the development papers (mlpsych.coding.confidence).
     calibrator: str | None = None
@@ -245,7 +247,9 @@ PRESETS: dict[str, Preset] = {
         retrieval=RetrievalSettings(read="retrieve", mode="bm25", entity_budget=2, entity_extra=1,
                                     cascade=FAST_CASCADE),
         model_substitutions=dict(ONE_READER_SUBSTITUTES),
-        settings={"reader": {"max_length": None}},  # the base readers' whole 512 positions: fewer windows
+        # the base readers' whole 512 positions (fewer windows); same texts kept, the reading its cascade was measured
+        # with (the first 20 of a top 30 of kept texts are the top 20 it read), until it is measured with the sum
+        settings={"reader": {"max_length": None, "same_text": "kept"}},
     ),
 }
 

@@ -126,7 +126,9 @@ def test_reference_preset_sets_the_pipelines_reading_the_released_answers_and_te
     assert (r.max_length, r.stride, r.layout, r.max_answer_tokens, r.search, r.dtype) == (
         384, 128, "per_question", 15, "pipeline", "fp32")
     assert r.snap_to_words and r.keep_blank_tokens and not r.dedupe and r.batch_size == 2  # others kept
-    assert r.same_text == "summed" and ReaderSettings().same_text == "kept"
+    assert r.same_text == "summed" and ReaderSettings().same_text == "summed"  # the default reads so too
+    _, fast = apply_preset("fast", questions, RunSettings())
+    assert fast.reader.same_text == "kept" and fast.answers.read == 20  # the reading its cascade was measured with
     assert (ref.answers.rules, ref.answers.models, ref.answers.per_entity, ref.answers.read) == (
         "released", "union", 3, 20)
     assert ref.retrieval.read == "all" and ref.max_sub_questions >= 1000
