@@ -173,7 +173,7 @@ def test_question_file_points_at_tiny_models(tiny_questions: Path, tiny_models: 
     assert by_id["q3"].normalize is None
     assert by_id["q4"].bridge_from == "q1"
     # everything else is kept from questions/mlpsych.yaml
-    assert by_id["q1"].top_k == 20 and by_id["q3"].top_k == 20 and by_id["q4"].top_k == 5
+    assert by_id["q1"].top_k == 30 and by_id["q3"].top_k == 30 and by_id["q4"].top_k == 5
     assert by_id["q1"].normalize.reference_prompt.startswith("Extract the detailed machine learning")
 
 

@@ -194,7 +194,8 @@ def test_llm_output_is_data_not_instructions(tiny_models, tmp_path, monkeypatch)
         id="q1", text="What machine learning techniques were used?", models=[str(tiny_models["bert"])], top_k=3,
         normalize=NormalizeSpec(prompt="List the techniques as a Python list: {answers}", model=str(tiny_models["llama"])),
     )
-    settings = RunSettings(reader=ReaderSettings(max_length=128, stride=16, question_tokens=16),
+    # same texts kept: the two papers' spans then differ where their texts do, so each gets its own LLM call
+    settings = RunSettings(reader=ReaderSettings(max_length=128, stride=16, question_tokens=16, same_text="kept"),
                            llm=LLMSettings(max_new_tokens=8, device="cpu"))
     hostile, garbled = Document(id="hostile", text=GOOD), Document(id="garbled", text=GOOD.replace("R ", "Stata "))
     cache = tmp_path / "cache"

@@ -36,7 +36,7 @@ def spans(found: dict) -> dict:
 def test_reading_memory_does_not_grow_with_the_paper(tiny_models, monkeypatch) -> None:
     monkeypatch.setattr(reader_module, "CANDIDATES_KEPT", 256)  # the cap (2048 by default) is reached at this size
     text = " ".join(corpus(100))
-    reader = Reader(str(tiny_models["bert"]), SETTINGS)
+    reader = Reader(str(tiny_models["bert"]), SETTINGS.model_copy(update={"same_text": "kept"}))
     reader.warm_up()
     short, _ = peak_while_reading(reader, Document(id="short", text=text))
     windows_short = reader.windows_read
@@ -47,6 +47,22 @@ def test_reading_memory_does_not_grow_with_the_paper(tiny_models, monkeypatch) -
     # now only a small plan entry and a null score are kept per window.
     assert (long - short) / extra < 1024
     assert long < 2 * short
+
+
+@pytest.mark.slow
+def test_summing_same_texts_keeps_one_record_per_text(tiny_models, monkeypatch) -> None:
+    """Where same texts are summed (the default), a span's score depends on every window, so one record per
+    distinct text is kept for the whole paper: memory grows with the texts found (with random weights, nearly every
+    window finds new ones), still far below keeping every window's candidates (~16 KB a window here)."""
+    monkeypatch.setattr(reader_module, "CANDIDATES_KEPT", 256)
+    text = " ".join(corpus(100))
+    reader = Reader(str(tiny_models["bert"]), SETTINGS.model_copy(update={"same_text": "summed"}))
+    reader.warm_up()
+    short, _ = peak_while_reading(reader, Document(id="short", text=text))
+    windows_short = reader.windows_read
+    long, _ = peak_while_reading(reader, Document(id="long", text=" ".join([text] * 4)))
+    extra = reader.windows_read - 2 * windows_short
+    assert (long - short) / extra < 8 * 1024
 
 
 @pytest.mark.slow
