@@ -32,16 +32,22 @@ def spans(found: dict) -> dict:
     return {qi: [(s.start, s.end, round(s.score, 6)) for s in spans] for qi, spans in found.items()}
 
 
-@pytest.mark.slow
-def test_reading_memory_does_not_grow_with_the_paper(tiny_models, monkeypatch) -> None:
-    monkeypatch.setattr(reader_module, "CANDIDATES_KEPT", 256)  # the cap (2048 by default) is reached at this size
+def growth(tiny_model: str, same_text: str) -> tuple[int, int, int, int]:
+    """Peak memory of reading a paper and the same paper four times over, the extra windows the long one read, and
+    the windows of the short one, for a reader with this ``same_text``."""
     text = " ".join(corpus(100))
-    reader = Reader(str(tiny_models["bert"]), SETTINGS.model_copy(update={"same_text": "kept"}))
+    reader = Reader(tiny_model, SETTINGS.model_copy(update={"same_text": same_text}))
     reader.warm_up()
     short, _ = peak_while_reading(reader, Document(id="short", text=text))
     windows_short = reader.windows_read
     long, _ = peak_while_reading(reader, Document(id="long", text=" ".join([text] * 4)))
-    extra = reader.windows_read - 2 * windows_short  # the long paper has four times the windows
+    return short, long, reader.windows_read - 2 * windows_short, windows_short  # the long one: 4x the windows
+
+
+@pytest.mark.slow
+def test_reading_memory_does_not_grow_with_the_paper(tiny_models, monkeypatch) -> None:
+    monkeypatch.setattr(reader_module, "CANDIDATES_KEPT", 256)  # the cap (2048 by default) is reached at this size
+    short, long, extra, windows_short = growth(str(tiny_models["bert"]), "kept")
     assert extra > 2 * windows_short
     # Building every window's features first, and keeping every span candidate, cost ~16 KB per window here;
     # now only a small plan entry and a null score are kept per window.
@@ -55,13 +61,7 @@ def test_summing_same_texts_keeps_one_record_per_text(tiny_models, monkeypatch) 
     distinct text is kept for the whole paper: memory grows with the texts found (with random weights, nearly every
     window finds new ones), still far below keeping every window's candidates (~16 KB a window here)."""
     monkeypatch.setattr(reader_module, "CANDIDATES_KEPT", 256)
-    text = " ".join(corpus(100))
-    reader = Reader(str(tiny_models["bert"]), SETTINGS.model_copy(update={"same_text": "summed"}))
-    reader.warm_up()
-    short, _ = peak_while_reading(reader, Document(id="short", text=text))
-    windows_short = reader.windows_read
-    long, _ = peak_while_reading(reader, Document(id="long", text=" ".join([text] * 4)))
-    extra = reader.windows_read - 2 * windows_short
+    short, long, extra, _ = growth(str(tiny_models["bert"]), "summed")
     assert (long - short) / extra < 8 * 1024
 
 
