@@ -123,12 +123,18 @@ def adapt_fold(reader: str, data: Path, raw_gold: dict, papers: list[str], work:
     return out
 
 
-def scores(gold: dict, rows: list[dict], asked: list[str], papers: list[str]) -> dict[str, list]:
-    """Per question, one ItemScore per paper (the plan's fixed order)."""
+def scores(gold: dict, rows: list[dict], asked: list[str], papers: list[str], arm: str) -> dict[str, list]:
+    """Per question, one ItemScore per paper (the plan's fixed order), every row scored as one model, ``arm``.
+
+    Each fold's adapted reader is its own folder, so its rows name another model, and `mlpsych eval` scores each
+    model on every paper: without one name, each fold's reader would be scored on the other folds' papers as if it
+    had answered nothing there."""
     texts = {p: "" for p in papers}
     ran = [{"paper_id": p, "status": "ok"} for p in papers]
-    mine = [r for r in rows if r["paper_id"] in texts]  # a paper in the rows would be scored even if not asked for
+    # only the papers asked for (a paper in the rows would be scored even if not asked for)
+    mine = [{**r, "models": [arm]} for r in rows if r["paper_id"] in texts]
     table = ev.evaluate(gold, mine, questions=asked, texts=texts, papers=ran)
+    assert len({row.question for row in table}) == len(table), "one scored row per question"
     return {row.question: row.items for row in table}
 
 
@@ -211,8 +217,8 @@ def main() -> None:
                 conf[name][1].extend(y_test)
         scored = [p for p in papers if any(p in folds[(i + 1) % len(folds)] for i in range(len(folds))
                                            if only is None or i in only)]
-        zero_items = scores(gold, zero, asked, scored)
-        adapted_items = scores(gold, adapted, asked, scored)
+        zero_items = scores(gold, zero, asked, scored, "zero-shot")
+        adapted_items = scores(gold, adapted, asked, scored, "adapted")
         figures: dict = {"k": k, "read": args.read, "reader": args.reader, "folds": [len(f) for f in folds],
                          "folds_run": sorted(only) if only is not None else "all", "papers_scored": len(scored),
                          "adapt_seconds": seconds, "questions": {}}
