@@ -32,6 +32,7 @@ import logging
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -138,6 +139,50 @@ def scores(gold: dict, rows: list[dict], asked: list[str], papers: list[str], ar
     return {row.question: row.items for row in table}
 
 
+@dataclass
+class FoldRun:
+    """One fold's adaptation: the papers coded, the papers scored and the adapted reader's final answer rows."""
+
+    coded: list[str]
+    test: list[str]
+    rows: list[dict]
+
+
+def confidence(runs: list[FoldRun], zero: list[dict], texts: dict[str, str], kinds: dict[str, str],
+               label) -> dict[tuple[str, str], tuple[list[float], list[bool]]]:
+    """Confidence and gold labels of the scored answers, pooled over the folds, per (answers, calibrator).
+
+    Each fold's calibrator is fitted on its coded papers only: on their zero-shot answers (what a study has before
+    adapting), and, for the adapted reader's answers, also on the adapted answers of its coded papers, which the
+    fold before's reader gave (what a study has once it has coded answers of an adapted reader). That second
+    calibrator needs three folds or more: with two, the fold before's reader learnt from the papers scored, and
+    none is fitted."""
+    pooled: dict[tuple[str, str], tuple[list[float], list[bool]]] = {}
+    by_test = {tuple(run.test): run for run in runs}
+
+    def add(name: str, fitted_on: str, train: list[dict], papers: list[str], scored: list[dict]) -> None:
+        x, y = cf.labelled(train, texts, kinds, label)
+        try:
+            calibrator = cf.fit(x, y, {"papers": papers})
+        except cf.CalibratorError as error:  # e.g. no answer of these papers is correct
+            log.warning("%s: no calibrator on %s (%s); these papers get no confidence figures", name, papers[0], error)
+            return
+        x_test, y_test = cf.labelled(scored, texts, kinds, label)
+        p, y_all = pooled.setdefault((name, fitted_on), ([], []))
+        p.extend(calibrator.predict(x_test))
+        y_all.extend(y_test)
+
+    for run in runs:
+        coded, test = set(run.coded), set(run.test)
+        zero_coded = [r for r in zero if r["paper_id"] in coded]
+        add("zero-shot", "zero-shot answers", zero_coded, run.coded, [r for r in zero if r["paper_id"] in test])
+        add("adapted", "zero-shot answers", zero_coded, run.coded, run.rows)
+        before = by_test.get(tuple(run.coded))
+        if before is not None and not set(before.coded) & test:
+            add("adapted", "adapted answers", before.rows, run.coded, run.rows)
+    return pooled
+
+
 def _fmt(value: float, interval: tuple[float, float] | None = None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -183,13 +228,11 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     log.info("reader %s; steps kept in %s", args.reader, args.work)
     zero = read(args.reader, docs, asked, args.work, f"zero-shot-{args.read}-{'-'.join(asked)}", args.read)
-    label = lambda row, item: cf.gold_label(item, gold)  # noqa: E731
     variant = "-".join(a.strip("-").replace("/", "_") for a in extra if a != "--no-progress") or "default"
 
     for k in (int(v) for v in args.k.split(",")):
         folds = folds_of(papers, k)
-        adapted: list[dict] = []
-        conf = {"zero-shot": ([], []), "adapted": ([], [])}
+        runs: list[FoldRun] = []
         seconds = []
         only = {int(v) for v in args.folds.split(",")} if args.folds else None
         for i, fold in enumerate(folds):
@@ -202,19 +245,11 @@ def main() -> None:
             timing = work / "adapt-seconds.json"
             if timing.is_file():
                 seconds.append(json.loads(timing.read_text())["seconds"])
-            rows = read(str(reader), [by_id[p] for p in test], asked, work, f"scored-{args.read}", args.read)
-            adapted += rows
-            coded = [r for r in zero if r["paper_id"] in set(fold)]
-            x, y = cf.labelled(coded, texts, kinds, label)
-            try:
-                calibrator = cf.fit(x, y, {"papers": fold})
-            except ValueError as error:  # e.g. no answer of these papers is correct
-                log.warning("fold %d: no calibrator (%s); its papers get no confidence figures", i, error)
-                continue
-            for name, source in (("zero-shot", [r for r in zero if r["paper_id"] in set(test)]), ("adapted", rows)):
-                x_test, y_test = cf.labelled(source, texts, kinds, label)
-                conf[name][0].extend(calibrator.predict(x_test))
-                conf[name][1].extend(y_test)
+            rows = read(str(reader), [by_id[p] for p in test], asked, work, f"scored-{args.read}-{'-'.join(asked)}",
+                        args.read)
+            runs.append(FoldRun(fold, test, rows))
+        adapted = [row for run in runs for row in run.rows]
+        conf = confidence(runs, zero, texts, kinds, lambda row, item: cf.gold_label(item, gold))
         scored = [p for p in papers if any(p in folds[(i + 1) % len(folds)] for i in range(len(folds))
                                            if only is None or i in only)]
         zero_items = scores(gold, zero, asked, scored, "zero-shot")
@@ -234,14 +269,14 @@ def main() -> None:
                 interval = bootstrap(aq, metric, args.bootstrap, 0, other=zq)
                 figures["questions"][q][metric] = {"zero": z, "adapted": a, "diff": a - z, "ci": interval}
                 print(f"| {q} | {LABELS.get(metric, metric)} | {_fmt(z)} | {_fmt(a)} | {_fmt(a - z, interval)} |")
-        print("\n| answers scored | calibrator | answers | correct | calibration error | Brier | wrong answers in "
-              "least-sure 30% |\n|---|---|---:|---:|---:|---:|---:|")
+        print("\n| answers scored | calibrator fitted on the coded papers' | answers | correct | calibration error | "
+              "Brier | wrong answers in least-sure 30% (most any order finds) |\n|---|---|---:|---:|---:|---:|---:|")
         figures["confidence"] = {}
-        for name, (p, y) in conf.items():
+        for (name, fitted_on), (p, y) in conf.items():
             r = cf.report(p, y)
-            figures["confidence"][name] = vars(r)
-            print(f"| {name} | fitted on the coded papers' zero-shot answers | {r.answers} | {r.correct} | "
-                  f"{r.ece:.3f} | {r.brier:.3f} | {r.wrong_found:.0%} |")
+            figures["confidence"][f"{name} ({fitted_on})"] = vars(r)
+            print(f"| {name} | {fitted_on} | {r.answers} | {r.correct} | {r.ece:.3f} | {r.brier:.3f} | "
+                  f"{r.wrong_found:.0%} ({r.wrong_found_best:.0%}) |")
         suffix = "" if only is None else "-folds" + "-".join(map(str, sorted(only)))
         out = args.work / variant / f"results-k{k}-{args.read}{suffix}.json"
         out.write_text(json.dumps(figures, indent=1), encoding="utf-8")

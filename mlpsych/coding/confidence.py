@@ -248,7 +248,9 @@ def labelled(rows: Sequence[dict[str, Any]], texts: dict[str, str], kinds: dict[
 @dataclass
 class CalibrationReport:
     """Expected calibration error (10 equal-width bins), Brier score, and the share of wrong answers among the
-    least-sure ``review_share`` of the answers."""
+    least-sure ``review_share`` of the answers, beside the most any order could find there (``review_share`` over
+    the share of answers that are wrong, at most 1): where most answers are wrong, no confidence finds most of
+    them in a short review."""
 
     answers: int
     correct: int
@@ -256,11 +258,12 @@ class CalibrationReport:
     brier: float
     review_share: float
     wrong_found: float
+    wrong_found_best: float
 
     def line(self) -> str:
         return (f"{self.answers} answers ({self.correct} correct): calibration error {self.ece:.3f}, Brier "
                 f"{self.brier:.3f}; reviewing the least-sure {self.review_share:.0%} finds "
-                f"{self.wrong_found:.0%} of the wrong answers")
+                f"{self.wrong_found:.0%} of the wrong answers (at most {self.wrong_found_best:.0%} in any order)")
 
 
 def report(confidence: Iterable[float], labels: Iterable[bool], review_share: float = 0.3,
@@ -274,5 +277,6 @@ def report(confidence: Iterable[float], labels: Iterable[bool], review_share: fl
     reviewed = order[: math.ceil(review_share * len(p))]
     wrong = (y == 0).sum()
     found = float((y[reviewed] == 0).sum() / wrong) if wrong else float("nan")
+    best = float(min(len(reviewed), wrong) / wrong) if wrong else float("nan")
     return CalibrationReport(len(p), int(y.sum()), float(ece), float(np.mean((p - y) ** 2)) if len(p) else math.nan,
-                             review_share, found)
+                             review_share, found, best)

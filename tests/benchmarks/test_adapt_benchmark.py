@@ -41,3 +41,33 @@ def test_folds_cover_every_paper_once() -> None:
         folds = adapt_benchmark.folds_of(papers, k)
         assert [p for fold in folds for p in fold] == papers  # consecutive papers, each in one fold
         assert {len(fold) for fold in folds} <= {k, k + 1}
+
+
+def _answers(papers: list[str], model: str) -> list[dict]:
+    # per paper a right answer (high score) and a wrong one (low score)
+    return [row for p in papers for row in (
+        {**_row(p, "random forest", model), "score": 0.8, "start": 0},
+        {**_row(p, "the data", model), "score": 0.1, "start": 20})]
+
+
+def test_adapted_answers_are_recalibrated_only_by_a_reader_that_never_saw_the_scored_papers() -> None:
+    papers = [f"p{i}" for i in range(6)]
+    gold = {"q1": {p: ["random forest"] for p in papers}}
+    texts = {p: "random forest on the data" for p in papers}
+    label = lambda row, item: adapt_benchmark.cf.gold_label(item, gold)  # noqa: E731
+    zero = _answers(papers, "zero")
+
+    def runs(folds: list[list[str]]) -> list:
+        return [adapt_benchmark.FoldRun(fold, folds[(i + 1) % len(folds)],
+                                        _answers(folds[(i + 1) % len(folds)], f"fold{i}"))
+                for i, fold in enumerate(folds)]
+
+    two = adapt_benchmark.confidence(runs([papers[:3], papers[3:]]), zero, texts, {"q1": "entity"}, label)
+    assert set(two) == {("zero-shot", "zero-shot answers"), ("adapted", "zero-shot answers")}
+    three = adapt_benchmark.confidence(runs([papers[:2], papers[2:4], papers[4:]]), zero, texts, {"q1": "entity"},
+                                       label)
+    confidence, labels = three[("adapted", "adapted answers")]
+    assert len(confidence) == len(labels) == 12  # every scored answer, once
+    right = [c for c, y in zip(confidence, labels) if y]
+    wrong = [c for c, y in zip(confidence, labels) if not y]
+    assert min(right) > max(wrong)

@@ -67,6 +67,16 @@ def test_report_by_hand():
     assert math.isnan(cf.report([0.5], [True]).wrong_found)
 
 
+def test_review_finds_at_most_the_reviewed_share_of_the_wrong_answers():
+    # 9 of 10 wrong: the least-sure 3 (30%) hold at most 3 of the 9, whatever the confidence
+    labels = [True] + [False] * 9
+    perfect = cf.report([0.9] + [0.1] * 9, labels)
+    assert perfect.wrong_found == pytest.approx(3 / 9) == perfect.wrong_found_best
+    inverted = cf.report([0.0] + [0.5] * 9, labels)
+    assert inverted.wrong_found == pytest.approx(2 / 9) and inverted.wrong_found_best == pytest.approx(3 / 9)
+    assert cf.report([0.2, 0.9], [False, True], review_share=0.5).wrong_found_best == 1.0
+
+
 def test_labels_from_gold_and_from_coders():
     gold = {"q1": {"A": ["random forests (RF)"], "B": ["lasso"]}, "q2": {"A": ["caret"]}, "q3": {"A": ["x"]}}
     label = lambda q, paper, text: cf.gold_label(cf.Scored(paper, q, text, 0, 1, True), gold)  # noqa: E731
