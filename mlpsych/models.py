@@ -65,26 +65,32 @@ def cpu_runs_bf16_natively(cpuinfo: Path = CPUINFO) -> bool:
     return bool(re.search(r"\b(?:amx_bf16|avx512_bf16)\b", flags))
 
 
-def pick_dtype(requested: str, device: str):
+def pick_dtype(requested: str, device: str, *, int8: bool = False):
     """The torch dtype for ``requested`` on ``device``. ``auto`` is ``$MLPSYCH_DTYPE`` when set, else half
     precision where the device runs it faster: bf16 on GPUs that support it, else fp16; on a CPU bf16 with native
     bf16 instructions, else fp32. On a CPU with AVX512-BF16 bf16 read windows faster at every model size measured,
     MiniLM-L6 1.5x, base 2.7x-4.2x, large 1.3x-2.4x (benchmarks/README.md, reader_speed: figures per size and
     machine), so there is no rule per size. With a small real reader on the 34 MLPsych development papers it changed
     16 of 88 answer sets and left the scores within noise (benchmarks/README.md, dtype_answers); ``fp32`` reproduces
-    answers exactly across machines."""
+    answers exactly across machines.
+
+    ``int8`` (``torch.qint8``) is for callers that load through :func:`load_qa_model` (the readers, which pass
+    ``int8=True``): fp32 weights whose linear layers are quantized after loading (:func:`quantize_linear_layers`)."""
     import torch
 
     names = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
-             "bf16": torch.bfloat16, "bfloat16": torch.bfloat16}
+             "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "int8": torch.qint8, "qint8": torch.qint8}
     source = ""
     if requested == "auto" and os.environ.get(DTYPE_ENV):
         requested, source = os.environ[DTYPE_ENV], f" (from ${DTYPE_ENV})"
     if requested != "auto":
         if requested not in names:
-            raise ModelLoadError(f"unknown dtype {requested!r}{source} (use auto, fp32, fp16 or bf16)")
+            raise ModelLoadError(f"unknown dtype {requested!r}{source} (use auto, fp32, fp16, bf16 or, for the "
+                                 "readers on a CPU, int8)")
         if names[requested] is torch.float16 and device == "cpu":
             raise ModelLoadError(f"fp16{source} is not supported for these models on the CPU; use bf16 or fp32")
+        if names[requested] is torch.qint8:
+            _check_int8(device, source, int8)
         return names[requested]
     if device.startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
@@ -93,10 +99,50 @@ def pick_dtype(requested: str, device: str):
     return torch.bfloat16 if cpu_runs_bf16_natively(CPUINFO) else torch.float32
 
 
-def dtype_name(requested: str, device: str = "auto") -> str:
+def _check_int8(device: str, source: str, allowed: bool) -> None:
+    """Refuse int8 where it cannot run: models other than the readers, devices other than the CPU (torch's
+    dynamically quantized Linear has CPU kernels only), a torch without dynamic quantization or a quantized engine."""
+    import torch
+
+    if not allowed:
+        raise ModelLoadError(f"int8{source} is for the readers only; use auto, fp32, fp16 or bf16 for this model")
+    if device != "cpu":
+        raise ModelLoadError(f"int8{source} runs on the CPU only (torch's dynamic quantization has no {device} "
+                             "kernels); use --device cpu, or bf16 / fp16 on a GPU")
+    engines = [name for name in torch.backends.quantized.supported_engines if name != "none"]
+    if _quantize_dynamic() is None or not engines:
+        raise ModelLoadError(f"int8{source}: this torch ({torch.__version__}) has no dynamic quantization for the "
+                             "CPU (torch.ao.quantization.quantize_dynamic and a quantized engine); use fp32 or bf16")
+
+
+def _quantize_dynamic():
+    """torch's dynamic quantization, or None where this torch no longer has it (torch marks it deprecated in
+    favour of the separate torchao package, which mlpsych does not depend on)."""
+    try:
+        from torch.ao.quantization import quantize_dynamic
+    except ImportError:
+        return None
+    return quantize_dynamic
+
+
+def quantize_linear_layers(module) -> None:
+    """Quantize ``module``'s linear layers to int8 in place (weights per tensor, activations per batch at run
+    time): in a reader's encoder they carry nearly all its FLOPs (mlpsych.reading.cost). Done after loading
+    safetensors, so nothing pickled is read or stored."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # torch's notice that this API moves to torchao, on every call
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*", category=UserWarning)
+        _quantize_dynamic()(module, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
+def dtype_name(requested: str, device: str = "auto", *, int8: bool = False) -> str:
     """The dtype a model asked to run in ``requested`` on ``device`` gets here ("float32", ...), without loading
     it: for cache keys, where "auto" must not stand for different dtypes on different machines."""
-    return str(pick_dtype(requested, pick_device(device))).removeprefix("torch.")
+    return str(pick_dtype(requested, pick_device(device), int8=int8)).removeprefix("torch.")
 
 
 def load_failure_reason(model_id: str, error: BaseException) -> str:
@@ -176,16 +222,22 @@ def _space_marker_alone(tokenizer) -> None:
 
 
 def load_qa_model(model_id: str, device: str, dtype):
-    """An extractive QA model from a Hub id or a local folder, on ``device`` in ``dtype``, in eval mode."""
+    """An extractive QA model from a Hub id or a local folder, on ``device`` in ``dtype``, in eval mode
+    (``torch.qint8``: loaded in fp32, then its linear layers quantized)."""
+    import torch
     from transformers import AutoModelForQuestionAnswering
 
     offline_unless_reachable(model_id)
+    int8 = dtype is torch.qint8
     try:
-        model = AutoModelForQuestionAnswering.from_pretrained(model_id, dtype=dtype, **safetensors_kwargs(model_id))
+        model = AutoModelForQuestionAnswering.from_pretrained(model_id, dtype=torch.float32 if int8 else dtype,
+                                                              **safetensors_kwargs(model_id))
     except (OSError, ValueError) as error:
         raise ModelLoadError(explain_load_error(model_id, error)) from error
     model.to(device)
     model.eval()
+    if int8:  # the encoder only: the span head (hidden size x 2) costs nothing and sets every score, so stays fp32
+        quantize_linear_layers(model.base_model)
     log.info("loaded %s on %s (%s)", model_id, device, str(dtype).replace("torch.", ""))
     return model
 

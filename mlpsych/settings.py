@@ -33,8 +33,8 @@ class ReaderSettings(BaseModel):
                                    json_schema_extra={"none": "chosen per device and model"})
     null_threshold: float = 0.0  # for may-be-empty questions: a span must beat the no-answer score by this margin
     device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N or mps")
-    dtype: str = Field(default="auto", description="auto, fp32, fp16 or bf16 for the readers ($MLPSYCH_DTYPE sets "
-                                                   "what auto means)")
+    dtype: str = Field(default="auto", description="auto, fp32, fp16, bf16 or int8 (CPU only: linear layers "
+                       "quantized after loading) for the readers ($MLPSYCH_DTYPE sets what auto means)")
     # How the transformers question-answering pipeline of the paper's code reads, one field per choice so
     # benchmarks/answer_quality.py measures each alone. The defaults are the pipeline's wherever mlpsych's own way
     # did not measure better on answers (decision table in benchmarks/README.md); of mlpsych's own choices only
@@ -65,7 +65,7 @@ class ReaderSettings(BaseModel):
         from mlpsych.models import dtype_name
 
         fields = self.model_dump(exclude={"device", "dtype", "batch_size"})
-        return {**fields, "dtype": dtype_name(self.dtype, self.device)}
+        return {**fields, "dtype": dtype_name(self.dtype, self.device, int8=True)}
 
 
 class LLMSettings(BaseModel):

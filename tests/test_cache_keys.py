@@ -123,6 +123,7 @@ CASES: dict[str, tuple[Callable[..., tuple[ReaderSettings, QuestionSet]], Callab
     "dtype auto resolves to, named": (reader(dtype=AUTO), nothing),
     "another dtype": (reader(dtype=OTHER), everything),
     "another dtype through the environment": (other_dtype_in_environment, everything),
+    "int8": (reader(dtype="int8"), everything),
     "max length": (reader(max_length=112), everything),
     "max length: the model's": (reader(max_length=None), everything),
     "stride": (reader(stride=24), everything),

@@ -48,6 +48,36 @@ def test_the_environment_decides_what_auto_means(monkeypatch):
         pick_dtype("auto", "cpu")
 
 
+
+def test_int8_is_a_reader_dtype_on_the_cpu_with_its_own_cache_key():
+    from mlpsych.models import dtype_name
+    from mlpsych.settings import ReaderSettings
+
+    assert pick_dtype("int8", "cpu", int8=True) is torch.qint8
+    assert dtype_name("int8", "cpu", int8=True) == "qint8"
+    keys = {d: ReaderSettings(dtype=d, device="cpu").cache_fields()["dtype"] for d in ("fp32", "bf16", "int8")}
+    assert len(set(keys.values())) == 3  # int8 answers are never taken for fp32's or bf16's from the cache
+
+
+@pytest.mark.parametrize(("device", "int8", "message"), [
+    ("cuda", True, "int8 runs on the CPU only .*no cuda kernels.*--device cpu"),
+    ("mps", True, "int8 runs on the CPU only"),
+    ("cpu", False, "int8 is for the readers only"),  # the embedding model and the LLM are not quantized
+])
+def test_int8_is_refused_where_it_cannot_run(device, int8, message):
+    with pytest.raises(ModelLoadError, match=message):
+        pick_dtype("int8", device, int8=int8)
+
+
+def test_int8_is_refused_by_a_torch_without_dynamic_quantization(monkeypatch):
+    import mlpsych.models as models
+
+    monkeypatch.setattr(models, "_quantize_dynamic", lambda: None)
+    with pytest.raises(ModelLoadError, match=r"int8 \(from \$MLPSYCH_DTYPE\): this torch .* no dynamic quantization"):
+        monkeypatch.setenv(models.DTYPE_ENV, "int8")
+        pick_dtype("auto", "cpu", int8=True)
+
+
 # What transformers 4.57.1's fast tokenizer, built from the tiny ALBERT's spiece.model, gives for these texts
 # (recorded in a transformers 4.57.1 venv): a word's first piece starts at the space before it, a run of spaces or a
 # tab before a word counts as one space (the last), a bare "▁" piece covers that space.

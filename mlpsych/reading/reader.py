@@ -195,7 +195,7 @@ class Reader:
         if self.model is not None:
             return
         self.device = pick_device(self.settings.device)
-        dtype = pick_dtype(self.settings.dtype, self.device)
+        dtype = pick_dtype(self.settings.dtype, self.device, int8=True)
         self.model = load_qa_model(self.model_id, self.device, dtype)
         config = self.model.config
         self._batch_size = self._batch_size or self.default_batch_size(self.device, config.model_type,

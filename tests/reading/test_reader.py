@@ -146,3 +146,25 @@ def test_passages_are_read_packed_and_answers_stay_inside_them(tiny_models):
         assert any(a <= s.start and s.end <= b for a, b in (sentences[3], (sentences[17][0], sentences[18][1]),
                                                            sentences[35]))
         assert s.text == TEXT[s.start : s.end]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["bert", "deberta-v2", "albert"])
+def test_int8_reads_close_to_fp32(tiny_models, family):
+    """int8 (linear layers quantized after loading) reads through the same Reader: the same best spans as fp32, with
+    scores moved by the quantization but only a little."""
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    doc = Document(id="d", text=TEXT)
+    query = Query("q1", "What methods were used?", 10, 8)
+    spans = {}
+    for dtype in ("fp32", "int8"):
+        reader = Reader(str(tiny_models[family]), ReaderSettings(dtype=dtype, device="cpu", max_length=96, stride=24))
+        spans[dtype] = reader.run(doc, [query])[0]
+    linears = [m for m in reader.model.base_model.modules() if isinstance(m, DynamicLinear)]
+    assert linears and type(reader.model.qa_outputs).__name__ == "Linear"  # encoder quantized, span head kept fp32
+    fp32, int8 = ({(s.start, s.end): s.score for s in spans[d]} for d in ("fp32", "int8"))
+    assert [(s.start, s.end) for s in spans["int8"][:3]] == [(s.start, s.end) for s in spans["fp32"][:3]]
+    assert len(fp32.keys() & int8.keys()) >= 8
+    shared = fp32.keys() & int8.keys()
+    assert 0 < max(abs(fp32[k] - int8[k]) for k in shared) < 0.1 * max(fp32.values())
