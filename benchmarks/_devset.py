@@ -15,3 +15,9 @@ def development_set(data: Path, count: int | None = None) -> tuple[dict[str, dic
     texts = ev.load_texts(data / "text.json")
     gold = ev.gold_from_dict(json.loads((data / "answers_dev.json").read_text(encoding="utf-8")))
     return gold, [Document(id=i, text=texts[i]) for i in list(gold["q1"])[:count]]
+
+
+def split_halves(ids: list[str]) -> dict[str, list[str]]:
+    """Halves A and B of the papers (alternate ones in the gold's order): a choice made on one is judged on the
+    other, and a difference is only believed when both halves show it."""
+    return {"A": ids[0::2], "B": ids[1::2]}

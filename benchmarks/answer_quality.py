@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._devset import development_set  # noqa: E402
+from benchmarks._devset import development_set, split_halves  # noqa: E402
 from mlpsych.cache import ResultCache  # noqa: E402
 from mlpsych.documents import Document  # noqa: E402
 from mlpsych.evaluation import evaluate as ev  # noqa: E402
@@ -217,7 +217,7 @@ def main() -> None:
     gold, docs = development_set(args.data, args.papers)
     ids = [d.id for d in docs]
     corpus = {d.id: d.text for d in docs}
-    halves = {"A": [i for n, i in enumerate(ids) if n % 2 == 0], "B": [i for n, i in enumerate(ids) if n % 2 == 1]}
+    halves = split_halves(ids)
     arms = [a for a in args.arms.split(",") if a]
     q4_arms = set(args.q4_arms.split(","))
     library = load_question_set("mlpsych")

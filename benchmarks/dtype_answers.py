@@ -1,14 +1,16 @@
-"""What bf16 on a CPU changes in the answers of a real reader, against fp32: same papers, same reader, two dtypes.
+"""What another dtype (bf16, int8) changes in the answers of a real reader, against the first (fp32): same papers,
+same reader, several dtypes.
 
-    python benchmarks/dtype_answers.py --data ../shared/mlpsych --reader READER_FOLDER [--questions q1,q2,q3]
+    python benchmarks/dtype_answers.py --data ../shared/mlpsych --reader READER_FOLDER [--dtypes fp32,bf16,int8]
 
 READER_FOLDER is a trained SQuAD2 reader (e.g. the output of `mlpsych dev train-reader`). Every template model of
 the questions is replaced by it, every window of every development paper is read (the `paper` preset's full read),
 the LLM stage is off, and each dtype runs with its own empty cache, one after the other, timed. Printed: per
-question, the scores (F1, EM, Mentions as the paper computes them, and the precision-aware micro F1; `mlpsych eval`'s rules) in each dtype, how many paper-question
-answer sets differ between the two, and the seconds of each run (one run each: these machines are noisy, so the
-ratio of the two is the figure to read; each dtype first reads one paper untimed, since a process's first run pays
-for torch's kernel set-up).
+question, the scores (F1, EM, Mentions as the paper computes them, and the precision-aware micro F1; `mlpsych eval`'s
+rules) in each dtype, F1 on each half of the papers (A, B: alternate papers, as answer_quality.py) with its
+difference from the first dtype, how many paper-question answer sets differ between the dtypes, and the seconds of
+each run (one run each: these machines are noisy, so the ratios are the figures to read; each dtype first reads one
+paper untimed, since a process's first run pays for torch's kernel set-up).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._devset import development_set  # noqa: E402
+from benchmarks._devset import development_set, split_halves  # noqa: E402
 from mlpsych.cache import ResultCache  # noqa: E402
 from mlpsych.documents import Document  # noqa: E402
 from mlpsych.evaluation import evaluate as ev  # noqa: E402
@@ -72,26 +74,50 @@ def main() -> None:
     questions = substitute_models(library, {m: args.reader for q in library.questions for m in q.models})
     gold = {q: {p: answers for p, answers in gold.get(q, {}).items() if p in ids} for q in wanted}
 
+    texts = {d.id: d.text for d in docs}
+    parts = {"all": ids, **split_halves(ids)}
+
+    def scores(rows: list[dict], papers: list[str]) -> dict[str, dict[str, float]]:
+        """Per question, the metrics of ``rows`` on ``papers`` (one reader: one table row each)."""
+        kept = set(papers)
+        table = ev.evaluate({q: {p: a for p, a in gold[q].items() if p in kept} for q in wanted},
+                            [r for r in rows if r["paper_id"] in kept], questions=wanted,
+                            texts={p: texts[p] for p in papers})
+        return {row.question: row.metrics for row in table}
+
     runs = {}
     for dtype in args.dtypes.split(","):  # untimed warm-up: a process's first run pays for torch's kernel set-up
         run_dtype(dtype, args.reader, questions, docs[:1], args.max_length)
     for dtype in args.dtypes.split(","):
         rows, seconds = run_dtype(dtype, args.reader, questions, docs, args.max_length)
-        table = ev.evaluate(gold, rows, questions=wanted, texts={d.id: d.text for d in docs})
-        runs[dtype] = (rows, seconds, {row.question: row.metrics for row in table})  # one reader: one row each
+        runs[dtype] = (rows, seconds, {part: scores(rows, papers) for part, papers in parts.items()})
     names = list(runs)
-    print(f"{len(docs)} papers, reader {Path(args.reader).name}, windows of {args.max_length} tokens, LLM off")
+
+    def metric(dtype: str, part: str, q: str, name: str = "F1") -> float:
+        return runs[dtype][2][part].get(q, {}).get(name, float("nan"))
+
+    print(f"{len(docs)} papers (halves A, B of {len(parts['A'])} and {len(parts['B'])}), reader "
+          f"{Path(args.reader).name}, windows of {args.max_length} tokens, LLM off")
     print("| q | " + " | ".join(f"{d} {m}" for d in names for m in METRICS) + " | answer sets that differ |")
     print("|---|" + "---|" * (len(names) * len(METRICS) + 1))
     sets = {d: answer_sets(runs[d][0]) for d in names}
     for q in wanted:
         keys = {k for d in names for k in sets[d] if k[1] == q}
         differ = sum(1 for k in keys if len({sets[d].get(k, frozenset()) for d in names}) > 1)
-        scores = " | ".join(f"{runs[d][2].get(q, {}).get(m, float('nan')):.3f}" for d in names for m in METRICS)
-        print(f"| {q} | {scores} | {differ} of {len(keys)} |")
-    print("seconds: " + ", ".join(f"{d} {runs[d][1]:.0f}" for d in names)
-          + (f"; {names[1]} / {names[0]} = {runs[names[1]][1] / runs[names[0]][1]:.2f}" if len(names) == 2 else ""))
-
+        print(f"| {q} | " + " | ".join(f"{metric(d, 'all', q, m):.3f}" for d in names for m in METRICS)
+              + f" | {differ} of {len(keys)} |")
+    print(f"\nF1 per half, and its difference from {names[0]}:")
+    print("| q | " + " | ".join(f"{d} A | {d} B" for d in names) + " |")
+    print("|---|" + "---|---|" * len(names))
+    for q in wanted:
+        cells = []
+        for d in names:
+            for half in "AB":
+                cell, first = metric(d, half, q), metric(names[0], half, q)
+                cells.append(f"{cell:.3f}" + (f" ({cell - first:+.3f})" if d != names[0] else ""))
+        print(f"| {q} | " + " | ".join(cells) + " |")
+    print("seconds: " + ", ".join(f"{d} {runs[d][1]:.0f}" for d in names) + "; "
+          + ", ".join(f"{runs[names[0]][1] / runs[d][1]:.2f}x faster than {names[0]}: {d}" for d in names[1:]))
 
 if __name__ == "__main__":
     main()

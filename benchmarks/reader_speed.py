@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from mlpsych.documents import Document
+from mlpsych.models import dtype_name
 from mlpsych.reading.reader import Query, Reader
 from mlpsych.settings import ReaderSettings
 
@@ -106,7 +107,7 @@ def compare_reads(model: str, args: argparse.Namespace) -> None:
     for (batch_size, dtype), times in seconds.items():
         reader = readers[(batch_size, dtype)]
         median = statistics.median(times)
-        line = (f"model={Path(model).name} device={reader.device} dtype={next(reader.model.parameters()).dtype} "
+        line = (f"model={Path(model).name} device={reader.device} dtype={dtype_name(dtype, reader.device, int8=True)} "
                 f"batch={batch_size or 'auto'} windows={reader.windows_read} ({len(reader.windows(doc))} in paper) "
                 f"max_length={reader.max_length} seconds={median:.2f} windows/s={reader.windows_read / median:.2f} "
                 f"tokens/paper={len(reader.encode(doc).ids)}")
@@ -147,7 +148,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, nargs="+", default=[0],
                         help="windows per forward pass; 0: the reader's default for the device and model")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--dtype", nargs="+", default=["auto"], help="one or more of auto, fp32, bf16, fp16")
+    parser.add_argument("--dtype", nargs="+", default=["auto"], help="one or more of auto, fp32, bf16, fp16, int8")
     parser.add_argument("--repeat", type=int, default=1, help="interleaved repetitions of every configuration")
     parser.add_argument("--papers", type=int, default=0, help="time whole runs over this many papers (needs --data)")
     args = parser.parse_args()
