@@ -51,7 +51,7 @@ class RereadPlan:
 
 
 def plan_reread(review: ReviewSheet, reader: str, papers: str, *, questions: str = "mlpsych",
-                normalize: bool = True) -> RereadPlan:
+                normalize: bool = True, min_answers: int | None = None) -> RereadPlan:
     """Adapt ``reader`` on the coding of ``review`` (its papers in ``papers``: a folder, texts.jsonl or text.json)
     and re-read ``papers`` with the adapted reader for the questions it learnt; files go beside the spreadsheet."""
     stem = review.path.with_name(review.path.stem)
@@ -59,7 +59,7 @@ def plan_reread(review: ReviewSheet, reader: str, papers: str, *, questions: str
     results = Path(f"{stem}-reread.xlsx")
     papers = papers or "PAPERS"
     adapt = ["adapt", "--reader", reader, "--texts", papers, "--coded", str(review.path), "--out", str(reader_dir),
-             "--questions", questions]
+             "--questions", questions, *(["--min-answers", str(min_answers)] if min_answers is not None else [])]
     run = ["run", papers, "--questions", questions, "--adapted", str(reader_dir), "--out", str(results)]
     if not normalize:
         run.append("--no-normalize")

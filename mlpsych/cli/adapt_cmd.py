@@ -36,6 +36,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=None, help="features per step (default 16)")
     p.add_argument("--negatives", type=float, default=1.0,
                    help="passages without an answer drawn per answer, as unanswerable records (default 1)")
+    p.add_argument("--min-answers", type=int, default=None,
+                   help="coded answers a question needs for runs to use the adapted reader for it; questions with "
+                        "fewer keep their base reader (default 16)")
     p.add_argument("--heldout-papers", type=int, default=0,
                    help="hold out the last N coded papers and report passage-level figures on them (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the draws, batch order and dropout")
@@ -83,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
                                    ("threads", args.threads), ("seed", args.seed)) if v is not None}
         settings = adapt_settings(args.reader, **given)
         options = AdaptOptions(negatives=args.negatives, replay=args.replay, replay_share=args.replay_share,
-                               heldout_papers=args.heldout_papers, seed=args.seed)
+                               heldout_papers=args.heldout_papers, seed=args.seed,
+                               **({"min_answers": args.min_answers} if args.min_answers is not None else {}))
         result = adapt(coding, documents, questions, args.out, settings, options, checkpoints=args.checkpoints,
                        max_steps=args.max_steps, progress=not args.no_progress, source=source)
     except (EvalInputError, AdaptError) as error:

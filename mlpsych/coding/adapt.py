@@ -48,6 +48,10 @@ from mlpsych.questions import QuestionSet, QuestionTemplate
 log = logging.getLogger(__name__)
 
 ADAPTED_KEY = "adapted"  # the section of mlpsych_reader.json describing an adapted reader
+# A question is answered by the adapted reader once the coding gave it this many answers (one batch of positives);
+# with fewer it keeps its base reader. Set after q3, coded 5 and 9 times in the 17-paper folds, read a little worse
+# adapted (benchmarks/README.md, adapt); not validated on other papers.
+MIN_ANSWERS = 16
 
 
 class AdaptError(UserError):
@@ -64,6 +68,7 @@ class AdaptOptions:
     replay: Path | None = None  # SQuAD 2.0 JSON replayed against forgetting
     replay_share: float = 0.5  # replayed records per coded record
     heldout_papers: int = 0  # the last coded papers, scored (passage level) and not trained on
+    min_answers: int = MIN_ANSWERS  # coded answers a question needs for runs to use the adapted reader for it
     seed: int = 0
 
 
@@ -326,9 +331,16 @@ def adapted_meta(reader_dir: str | Path) -> dict | None:
 
 
 def adapted_questions(reader_dir: str | Path) -> list[str] | None:
-    """The question ids a reader folder was adapted on, or None when it is not an adapted reader."""
+    """The question ids a reader folder answers in runs (those it learnt enough coded answers of), or None when it
+    is not an adapted reader."""
     section = adapted_meta(reader_dir)
-    return sorted(section["questions"]) if section else None
+    return None if section is None else answered_questions(section)
+
+
+def answered_questions(section: dict) -> list[str]:
+    """The questions of an ``adapted`` section with at least its ``min_answers`` coded answers (positives)."""
+    minimum = (section.get("options") or {}).get("min_answers", MIN_ANSWERS)
+    return sorted(q for q, counts in section["questions"].items() if counts.get("positive", 0) >= minimum)
 
 
 def describe_adapted(reader_dir: str | Path) -> str | None:
@@ -339,7 +351,8 @@ def describe_adapted(reader_dir: str | Path) -> str | None:
     source = section.get("source") or {}
     coding = source.get("gold") or ", ".join(source.get("coded") or []) or "?"
     return (f"adapted from {section.get('base_reader')} on {len(section.get('papers', []))} coded papers "
-            f"({coding}) for {', '.join(sorted(section['questions']))}, written {section.get('written')}")
+            f"({coding}) for {', '.join(adapted_questions(reader_dir)) or 'no question'}, written "
+            f"{section.get('written')}")
 
 
 def use_adapted(questions: QuestionSet, readers: Sequence[str | Path]) -> QuestionSet:
@@ -352,6 +365,12 @@ def use_adapted(questions: QuestionSet, readers: Sequence[str | Path]) -> Questi
         if adapted is None:
             raise AdaptError(f"--adapted {reader}: not a reader folder written by `mlpsych adapt` (no "
                              f"'{ADAPTED_KEY}' section in its {META_FILE})")
+        if not adapted:
+            section = adapted_meta(reader)
+            raise AdaptError(f"--adapted {reader}: no question had the {section['options'].get('min_answers')} coded "
+                             "answers it needs to be answered by this reader (" + ", ".join(
+                                 f"{q}: {c.get('positive', 0)}" for q, c in sorted(section["questions"].items()))
+                             + "): code more answers and adapt again")
         mine = [q for q in adapted if q in {t.id for t in questions.questions}]
         if not mine:
             raise AdaptError(f"--adapted {reader}: adapted on {', '.join(adapted)}, none of which this run asks")
@@ -365,10 +384,14 @@ def summary_lines(result: AdaptResult) -> Sequence[str]:
     section = result.meta[ADAPTED_KEY]
     lines = [f"{len(section['papers'])} coded papers, {section['records']} records "
              f"(+{section['replay']['records']} replayed SQuAD)"]
+    answers_for = answered_questions(section)
     for q, counts in section["questions"].items():
         lines.append(f"  {q}: {counts.get('positive', 0)} answers (+{counts.get('repeat', 0)} repeats), "
                      f"{counts.get('hard_negative', 0)} marked-wrong passages, {counts.get('negative', 0)} "
-                     "passages without an answer")
+                     "passages without an answer" + ("" if q in answers_for else
+                                                     "; too few answers: runs keep the base reader for it"))
+    lines.append(f"runs with --adapted use this reader for {', '.join(answers_for) or 'no question yet'} (a question "
+                 f"needs {section['options']['min_answers']} coded answers; code more to add the others)")
     for line in section["skipped"]:
         lines.append(f"  skipped: {line}")
     heldout = result.meta.get("heldout")

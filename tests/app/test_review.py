@@ -189,9 +189,10 @@ def test_adapt_and_reread_run_in_the_background(tmp_path: Path, sheet_path: Path
     from mlpsych.app.reread import DONE, FAILED, RereadJob, plan_reread
 
     review = coded_review(sheet_path)
+    # a few coded answers: the reader answers every coded question (the default asks 16 answers of a question)
     plan = plan_reread(review, str(tiny_models["bert"]), str(texts_file(tmp_path)), questions=str(tiny_questions),
-                       normalize=False)
-    assert plan.uncoded == [] and "--no-normalize" in plan.run
+                       normalize=False, min_answers=1)
+    assert plan.uncoded == [] and "--no-normalize" in plan.run and "--min-answers" in plan.adapt
     assert plan.commands().splitlines()[0].startswith(f"mlpsych adapt --reader {tiny_models['bert']} --texts ")
     job = RereadJob(plan)
     assert job.poll().stage == "adapting"

@@ -13,11 +13,14 @@ from mlpsych.coding.adapt import (
     AdaptOptions,
     adapt,
     adapt_settings,
+    AdaptResult,
     adapted_questions,
     build_records,
     passages,
+    summary_lines,
     use_adapted,
 )
+from mlpsych.dev.train_reader import META_FILE
 from mlpsych.cache import ResultCache
 from mlpsych.coding.coded import Coding, CodedSpan, coding_from_sheets
 from mlpsych.documents import Document
@@ -83,7 +86,7 @@ def test_adapt_writes_a_reader_the_reader_loads_and_resumes(tmp_path: Path, code
     settings = adapt_settings(str(tiny_bert), max_length=64, stride=16, batch_size=4, lr=1e-3, epochs=2,
                               checkpoint_every=1)
     out = tmp_path / "adapted"
-    options = AdaptOptions(passage_words=12)
+    options = AdaptOptions(passage_words=12, min_answers=2)  # two coded answers each of q1 and q2
     stopped = adapt(coding, documents, questions, out, settings, options, checkpoints=tmp_path / "ck", max_steps=2,
                     progress=False)
     assert stopped.out_dir is None and stopped.step == 2 < stopped.steps_total
@@ -154,3 +157,27 @@ def test_command_line_refuses_in_one_line(tmp_path: Path, capsys, tiny_bert: Pat
     err = capsys.readouterr().err
     assert "not in the texts given: Z" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_questions_with_too_few_coded_answers_keep_their_base_reader(tmp_path: Path, questions):
+    folder = tmp_path / "adapted"
+    folder.mkdir()
+    section = {"base_reader": "base", "papers": ["A", "B"], "records": 60, "replay": {"records": 0}, "skipped": [],
+               "questions": {"q1": {"positive": 20}, "q3": {"positive": 5}}, "options": {"min_answers": 16}}
+    (folder / META_FILE).write_text(json.dumps({"adapted": section}))
+    assert adapted_questions(folder) == ["q1"]
+    run_questions = use_adapted(questions.select(["q1", "q3"]), [folder])
+    assert run_questions.get("q1").models == [str(folder)]
+    assert run_questions.get("q3").models == questions.get("q3").models
+    lines = summary_lines(AdaptResult(folder, tmp_path, 4, 4, 0, {"adapted": section}))
+    assert any(line.startswith("  q3: 5 answers") and "keep the base reader" in line for line in lines)
+    assert not any(line.startswith("  q1:") and "keep the base reader" in line for line in lines)
+    assert "use this reader for q1 (a question needs 16" in lines[-1]
+
+    section["options"]["min_answers"] = 30
+    (folder / META_FILE).write_text(json.dumps({"adapted": section}))
+    with pytest.raises(AdaptError, match="no question had the 30 coded answers .*q1: 20, q3: 5"):
+        use_adapted(questions.select(["q1", "q3"]), [folder])
+    del section["options"]  # a folder written before the option: the default applies
+    (folder / META_FILE).write_text(json.dumps({"adapted": section}))
+    assert adapted_questions(folder) == ["q1"]
