@@ -41,6 +41,7 @@ from benchmarks._devset import development_set  # noqa: E402
 from benchmarks.answer_quality import ARMS, arm_config, bootstrap  # noqa: E402
 from mlpsych.cache import ResultCache  # noqa: E402
 from mlpsych.coding import confidence as cf  # noqa: E402
+from mlpsych.coding.adapt import adapted_questions  # noqa: E402
 from mlpsych.documents import Document  # noqa: E402
 from mlpsych.evaluation import evaluate as ev  # noqa: E402
 from mlpsych.evaluation.metrics import aggregate  # noqa: E402
@@ -50,6 +51,8 @@ from mlpsych.questions import load_question_set  # noqa: E402
 
 log = logging.getLogger("adapt-benchmark")
 METRICS = ("F1", "Ment", "pF1", "spans/answer")
+ARM_LABELS = {"adapted": "every question read with it",
+              "as run": "`mlpsych run --adapted`: the base reader for questions with too few coded answers"}
 LABELS = {"spans/answer": "answers/paper"}
 
 
@@ -141,11 +144,24 @@ def scores(gold: dict, rows: list[dict], asked: list[str], papers: list[str], ar
 
 @dataclass
 class FoldRun:
-    """One fold's adaptation: the papers coded, the papers scored and the adapted reader's final answer rows."""
+    """One fold's adaptation: the papers coded, the papers scored, the adapted reader's final answer rows (every
+    question read with it) and the questions a run gives it (``mlpsych run --adapted``: enough coded answers)."""
 
     coded: list[str]
     test: list[str]
     rows: list[dict]
+    answered: tuple[str, ...] = ()
+
+
+def as_run_reads(runs: list[FoldRun], zero: list[dict]) -> list[dict]:
+    """The answers ``mlpsych run --adapted`` gives: the adapted reader's for the questions it answers, the base
+    (zero-shot) reader's for the others (too few coded answers)."""
+    out = []
+    for run in runs:
+        test = set(run.test)
+        out += [r for r in run.rows if r["question_id"] in run.answered]
+        out += [r for r in zero if r["paper_id"] in test and r["question_id"] not in run.answered]
+    return out
 
 
 def confidence(runs: list[FoldRun], zero: list[dict], texts: dict[str, str], kinds: dict[str, str],
@@ -247,28 +263,33 @@ def main() -> None:
                 seconds.append(json.loads(timing.read_text())["seconds"])
             rows = read(str(reader), [by_id[p] for p in test], asked, work, f"scored-{args.read}-{'-'.join(asked)}",
                         args.read)
-            runs.append(FoldRun(fold, test, rows))
+            runs.append(FoldRun(fold, test, rows, tuple(adapted_questions(reader))))
         adapted = [row for run in runs for row in run.rows]
         conf = confidence(runs, zero, texts, kinds, lambda row, item: cf.gold_label(item, gold))
         scored = [p for p in papers if any(p in folds[(i + 1) % len(folds)] for i in range(len(folds))
                                            if only is None or i in only)]
         zero_items = scores(gold, zero, asked, scored, "zero-shot")
-        adapted_items = scores(gold, adapted, asked, scored, "adapted")
+        arms = {"adapted": scores(gold, adapted, asked, scored, "adapted")}
+        if any(set(asked) - set(run.answered) for run in runs):
+            arms["as run"] = scores(gold, as_run_reads(runs, zero), asked, scored, "as run")
         figures: dict = {"k": k, "read": args.read, "reader": args.reader, "folds": [len(f) for f in folds],
                          "folds_run": sorted(only) if only is not None else "all", "papers_scored": len(scored),
-                         "adapt_seconds": seconds, "questions": {}}
+                         "adapt_seconds": seconds, "answered": [list(run.answered) for run in runs]}
         print(f"\n## k = {k}: folds of {[len(f) for f in folds]} papers ({len(scored)} scored); adaptation "
               f"{', '.join(f'{s:.0f} s' for s in seconds) or 'timed in an earlier run'}\n")
-        print("| question | metric | zero-shot | adapted | adapted - zero-shot [95% paired bootstrap] |")
-        print("|---|---|---:|---:|---:|")
-        for q in asked:
-            zq, aq = zero_items[q], adapted_items[q]
-            figures["questions"][q] = {}
-            for metric in METRICS:
-                z, a = aggregate(zq)[metric], aggregate(aq)[metric]
-                interval = bootstrap(aq, metric, args.bootstrap, 0, other=zq)
-                figures["questions"][q][metric] = {"zero": z, "adapted": a, "diff": a - z, "ci": interval}
-                print(f"| {q} | {LABELS.get(metric, metric)} | {_fmt(z)} | {_fmt(a)} | {_fmt(a - z, interval)} |")
+        for arm, items in arms.items():
+            print(f"\nadapted reader ({ARM_LABELS[arm]}); questions a fold's reader answered in the run: "
+                  f"{[list(run.answered) for run in runs]}\n")
+            print(f"| question | metric | zero-shot | {arm} | {arm} - zero-shot [95% paired bootstrap] |")
+            print("|---|---|---:|---:|---:|")
+            for q in asked:
+                zq, aq = zero_items[q], items[q]
+                for metric in METRICS:
+                    z, a = aggregate(zq)[metric], aggregate(aq)[metric]
+                    interval = bootstrap(aq, metric, args.bootstrap, 0, other=zq)
+                    figures.setdefault(arm, {}).setdefault(q, {})[metric] = {"zero": z, "adapted": a, "diff": a - z,
+                                                                            "ci": interval}
+                    print(f"| {q} | {LABELS.get(metric, metric)} | {_fmt(z)} | {_fmt(a)} | {_fmt(a - z, interval)} |")
         print("\n| answers scored | calibrator fitted on the coded papers' | answers | correct | calibration error | "
               "Brier | wrong answers in least-sure 30% (most any order finds) |\n|---|---|---:|---:|---:|---:|---:|")
         figures["confidence"] = {}

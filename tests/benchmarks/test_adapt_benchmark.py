@@ -71,3 +71,12 @@ def test_adapted_answers_are_recalibrated_only_by_a_reader_that_never_saw_the_sc
     right = [c for c, y in zip(confidence, labels) if y]
     wrong = [c for c, y in zip(confidence, labels) if not y]
     assert min(right) > max(wrong)
+
+
+def test_as_run_the_base_reader_answers_questions_with_too_few_coded_answers() -> None:
+    zero = [_row("a", "zero a1", "base"), {**_row("a", "zero a3", "base"), "question_id": "q3"},
+            _row("b", "zero b1", "base"), {**_row("b", "zero b3", "base"), "question_id": "q3"}]
+    run = adapt_benchmark.FoldRun(["c"], ["a"], [_row("a", "adapted a1", "r"),
+                                                 {**_row("a", "adapted a3", "r"), "question_id": "q3"}], ("q1",))
+    got = {(r["paper_id"], r["question_id"]): r["answer"] for r in adapt_benchmark.as_run_reads([run], zero)}
+    assert got == {("a", "q1"): "adapted a1", ("a", "q3"): "zero a3"}
