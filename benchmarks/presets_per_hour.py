@@ -1,0 +1,169 @@
+"""Papers per hour of the presets on one machine (on a GPU where there is one): the cost of reading, measured with
+random-weight readers in the real architectures.
+
+    python benchmarks/presets_per_hour.py --data ../shared/mlpsych --papers 8 --presets paper,fast --device cuda \
+        --dtype bf16
+
+Every reader the presets' questions name (the template's four large SQuAD2 readers for ``paper``, the default; the
+base-size readers and the MiniLM small reader for ``fast``) is built with random weights in its real architecture
+(``mlpsych.dev.tiny.build_model_with_config``; ``--size tiny`` builds the tiny ones instead, to check the script on
+a CPU). Each preset then runs the pipeline, LLM stage off, from an empty cache: one paper untimed (the process's
+first reads pay for kernel set-up), then the next ``--papers`` papers of the development set, timed, model
+loading included (a run loads each model once). q4 asks about q1's answers, and with random weights those answers
+are noise (about 27 a paper with the tiny readers), so each paper's q4 asks ``--sub-questions`` of them (default
+8: the reference arm's q1 answers per paper with the trained stand-in, benchmarks/README.md, answer_quality); the
+count asked is printed beside the time. Printed per preset: seconds,
+papers per hour, windows read, the readers' GFLOPs (the run sheet's count) and the TFLOP/s they achieved, against a
+matrix product measured in the same process (bf16 on a GPU, the reader's dtype on a CPU). Measurements, not
+pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._devset import development_set  # noqa: E402
+from mlpsych.cache import ResultCache  # noqa: E402
+from mlpsych.pipeline import Pipeline  # noqa: E402
+from mlpsych.questions import load_question_set  # noqa: E402
+from mlpsych.settings import RunSettings, apply_preset, substitute_models  # noqa: E402
+
+log = logging.getLogger("presets-per-hour")
+
+# The architecture of each Hub reader the presets name (family and size of mlpsych.dev.tiny.REAL_SIZES).
+ARCHITECTURES: dict[str, tuple[str, str]] = {
+    "deepset/deberta-v3-large-squad2": ("deberta-v2", "large"),
+    "ahotrod/albert_xxlargev1_squad2_512": ("albert", "xxlarge"),
+    "ahotrod/electra_large_discriminator_squad2_512": ("electra", "large"),
+    "deepset/roberta-large-squad2": ("roberta", "large"),
+    "deepset/deberta-v3-base-squad2": ("deberta-v2", "base"),
+    "deepset/electra-base-squad2": ("electra", "base"),
+    "deepset/minilm-uncased-squad2": ("bert", "minilm-l12"),
+}
+
+
+def build(model: str, size: str, work: Path, texts: list[str]) -> str:
+    """A random-weight stand-in for ``model``: its real architecture, or the tiny one of its family."""
+    from mlpsych.dev import tiny
+
+    family, real = ARCHITECTURES[model]
+    out = work / f"{family}-{real if size == 'real' else 'tiny'}"
+    if not (out / "config.json").is_file():
+        if size == "real":
+            tiny.build_model_with_config(family, out, size=real, tokenizer_texts=texts)
+        else:
+            tiny.build_tiny_model(family, out)
+    return str(out)
+
+
+def configured(preset: str, models: dict[str, str], device: str, dtype: str, batch_size: int | None,
+               sub_questions: int):
+    """The template's questions and the preset's settings with the built readers in every slot, LLM stage off, q4
+    asking about at most ``sub_questions`` q1 answers."""
+    library = load_question_set("mlpsych")
+    library = library.model_copy(update={"questions": [
+        q.model_copy(update={"max_sub_questions": sub_questions}) if q.bridge_from else q for q in library.questions]})
+    questions, settings = apply_preset(preset, library, RunSettings())
+    data = settings.model_dump()
+    data["llm"]["enabled"] = False
+    data["reader"].update(device=device, dtype=dtype, batch_size=batch_size)
+    cascade = data["retrieval"]["cascade"]
+    if cascade.get("model"):
+        cascade["model"] = models[cascade["model"]]
+    return substitute_models(questions, models), RunSettings.model_validate(data)
+
+
+def matmul_tflops(device: str, dtype: str) -> float:
+    """TFLOP/s of a square matrix product in this process (8192 on a GPU, 2048 on a CPU), mean of timed repeats."""
+    import torch
+
+    size = 8192 if device.startswith("cuda") else 2048
+    kind = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32)
+    a = torch.randn(size, size, device=device, dtype=kind)
+    b = torch.randn(size, size, device=device, dtype=kind)
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    for _ in range(3):
+        a @ b
+    sync()
+    repeats = 10 if device.startswith("cuda") else 3
+    started = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    sync()
+    return 2 * size**3 * repeats / (time.perf_counter() - started) / 1e12
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
+    parser.add_argument("--papers", type=int, default=4, help="papers timed (after one untimed paper)")
+    parser.add_argument("--presets", default="paper,fast")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="auto", help="the readers' dtype (auto, fp32, bf16, fp16)")
+    parser.add_argument("--batch-size", type=int, default=None, help="windows per forward pass (default: the "
+                                                                     "reader's for the device)")
+    parser.add_argument("--size", choices=["real", "tiny"], default="real")
+    parser.add_argument("--sub-questions", type=int, default=8, help="q1 answers each paper's q4 asks about")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "mlpsych-presets-per-hour")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    _, docs = development_set(args.data, args.papers + 1)
+    warm, timed = docs[0], docs[1:]
+    words = sum(len(d.text.split()) for d in timed) / len(timed)
+    names = [p for p in args.presets.split(",") if p]
+    needed = set()
+    for preset in names:
+        questions, settings = apply_preset(preset, load_question_set("mlpsych"), RunSettings())
+        needed |= {m for q in questions.questions for m in q.models}
+        needed |= {settings.retrieval.cascade.model} - {None}
+    started = time.perf_counter()
+    models = {m: build(m, args.size, args.work, [d.text for d in docs]) for m in sorted(needed)}
+    log.info("built %d readers in %.0f s", len(models), time.perf_counter() - started)
+    peak = matmul_tflops(args.device, args.dtype)
+    print(f"\nmatrix product in this process ({args.device}, {args.dtype}): {peak:.1f} TFLOP/s")
+    print(f"{len(timed)} papers timed, {words:.0f} words on average; readers: {args.size} architectures, random "
+          "weights\n")
+    print("| preset | seconds | papers per hour | windows read | q4 sub-questions | reader TFLOPs | TFLOP/s achieved "
+          "| share of the matrix product |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+    figures = {"device": args.device, "dtype": args.dtype, "papers": len(timed), "mean_words": words,
+               "matmul_tflops": peak, "presets": {}}
+    for preset in names:
+        questions, settings = configured(preset, models, args.device, args.dtype, args.batch_size,
+                                         args.sub_questions)
+        with tempfile.TemporaryDirectory() as cache_dir:
+            Pipeline(questions, settings, ResultCache(Path(cache_dir) / "warm"), progress=False).run([warm])
+            pipeline = Pipeline(questions, settings, ResultCache(Path(cache_dir) / "timed"), progress=False)
+            started = time.perf_counter()
+            result = pipeline.run(timed)
+            seconds = time.perf_counter() - started
+        tflops = sum(v or 0.0 for v in result.info.reader_gflops.values()) / 1e3
+        follow_ups = len({(a.doc_id, a.bridge_entity) for a in result.answers if a.question_id == "q4"})
+        row = {"seconds": seconds, "papers_per_hour": 3600 * len(timed) / seconds, "windows": pipeline.windows_read,
+               "q4_sub_questions": follow_ups, "reader_tflops": tflops, "tflops_per_s": tflops / seconds,
+               "share": tflops / seconds / peak, "gflops_by_model": result.info.reader_gflops,
+               "errors": {k: v[:1] for k, v in result.errors.items()}}
+        figures["presets"][preset] = row
+        print(f"| {preset} | {seconds:.1f} | {row['papers_per_hour']:.0f} | {row['windows']} | {follow_ups} | "
+              f"{tflops:.1f} | {row['tflops_per_s']:.2f} | {row['share']:.1%} |")
+        if result.errors:
+            log.warning("%s: errors %s", preset, row["errors"])
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
