@@ -210,13 +210,13 @@ def _wordpiece_files(out: Path, tokenizer_class: str) -> None:
                            tokenize_chinese_chars=True, model_max_length=MODEL_MAX_LENGTH)
 
 
-def _train_sentencepiece(sentences: list[str], **options: object) -> bytes:
+def _train_sentencepiece(sentences: list[str], vocab_size: int = VOCAB_SIZE, **options: object) -> bytes:
     """A unigram sentencepiece model trained in memory (single thread, so the bytes are reproducible)."""
     import sentencepiece as spm
 
     buffer = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=buffer, vocab_size=VOCAB_SIZE, model_type="unigram",
+        sentence_iterator=iter(sentences), model_writer=buffer, vocab_size=vocab_size, model_type="unigram",
         character_coverage=1.0, num_threads=1, minloglevel=2, hard_vocab_limit=False, **options,
     )
     return buffer.getvalue()
@@ -236,10 +236,11 @@ def _deberta_tokenizer(out: Path) -> int:
     return -(-size // 100) * 100
 
 
-def _albert_tokenizer(out: Path) -> int:
-    """ALBERT: lowercased spiece.model with <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4."""
+def _albert_tokenizer(out: Path, sentences: list[str] | None = None, vocab_size: int = VOCAB_SIZE) -> int:
+    """ALBERT: lowercased spiece.model with <pad>=0 <unk>=1 [CLS]=2 [SEP]=3 [MASK]=4 (trained on the tiny corpus, or
+    on ``sentences`` with a real-size vocabulary for speed benchmarks)."""
     model = _train_sentencepiece(
-        [s.lower() for s in corpus()], pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+        [s.lower() for s in sentences or corpus()], vocab_size, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
         pad_piece="<pad>", unk_piece="<unk>", control_symbols=["[CLS]", "[SEP]", "[MASK]"],
     )
     (out / "spiece.model").write_bytes(model)
@@ -292,17 +293,18 @@ def _wordpiece_tokenizer(out: Path, tokenizer_class: str) -> int:
     return len(vocab)
 
 
-def _roberta_tokenizer(out: Path) -> int:
-    """RoBERTa: byte-level BPE in vocab.json + merges.txt; <s>=0 <pad>=1 </s>=2 <unk>=3, <mask> last."""
+def _roberta_tokenizer(out: Path, sentences: list[str] | None = None, vocab_size: int = VOCAB_SIZE) -> int:
+    """RoBERTa: byte-level BPE in vocab.json + merges.txt; <s>=0 <pad>=1 </s>=2 <unk>=3, <mask> last (trained on the
+    tiny corpus, or on ``sentences`` with a real-size vocabulary for speed benchmarks)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE - 1, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+        vocab_size=vocab_size - 1, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
-    tok.train_from_iterator(corpus(), trainer=trainer)
+    tok.train_from_iterator(sentences or corpus(), trainer=trainer)
     with tempfile.TemporaryDirectory() as tmp:
         tok.model.save(tmp)
         vocab = json.loads((Path(tmp) / "vocab.json").read_text(encoding="utf-8"))
@@ -632,9 +634,9 @@ def build_model_with_config(family: str, out_dir: Path, size: str = "large", *, 
 
     Weights are random, so answers are noise, but the cost of reading a window is the real one: for speed
     benchmarks. The tokenizer: ELECTRA and BERT (MiniLM) get the real BERT-uncased vocabulary when the offline
-    MiniLM package is installed; DeBERTa gets a sentencepiece model trained on ``tokenizer_texts`` when given (so a
-    paper takes about as many tokens as with the real 128k vocabulary), else the tiny one. Other families keep the tiny
-    tokenizer (more tokens per word than the real one). The embedding matrix has the real vocabulary size.
+    MiniLM package is installed; DeBERTa, ALBERT and RoBERTa get their kind of tokenizer trained on
+    ``tokenizer_texts`` when given (so a paper takes about as many tokens as with the real vocabularies), else the
+    tiny one (more tokens per word than the real one). The embedding matrix has the real vocabulary size.
     """
     key = (family, size)
     if key not in REAL_SIZES:
@@ -648,6 +650,10 @@ def build_model_with_config(family: str, out_dir: Path, size: str = "large", *, 
         tokens = _bert_uncased_vocab(out, "ElectraTokenizer" if family == "electra" else "BertTokenizer")
     elif family == "deberta-v2" and tokenizer_texts:
         tokens = _deberta_tokenizer_on(out, tokenizer_texts, 32000)
+    elif family in ("albert", "roberta") and tokenizer_texts:
+        sentences = [s for t in tokenizer_texts for s in t.split(". ") if s.strip()]
+        builder = _albert_tokenizer if family == "albert" else _roberta_tokenizer
+        tokens = builder(out, sentences, int(REAL_SIZES[key]["vocab_size"]))
     if tokens is None:
         tokens = _TOKENIZER_BUILDERS[family](out)
     config = _qa_config(family, tokens)
