@@ -8,9 +8,9 @@ the questions is replaced by it, every window of every development paper is read
 the LLM stage is off, and each dtype runs with its own empty cache, one after the other, timed. Printed: per
 question, the scores (F1, EM, Mentions as the paper computes them, and the precision-aware micro F1; `mlpsych eval`'s
 rules) in each dtype, F1 on each half of the papers (A, B: alternate papers, as answer_quality.py) with its
-difference from the first dtype, how many paper-question answer sets differ between the dtypes, and the seconds of
-each run (one run each: these machines are noisy, so the ratios are the figures to read; each dtype first reads one
-paper untimed, since a process's first run pays for torch's kernel set-up).
+difference from the first dtype, how many paper-question answer sets of each dtype differ from the first's, and
+the seconds of each run (one run each: these machines are noisy, so the ratios are the figures to read; each dtype
+first reads one paper untimed, since a process's first run pays for torch's kernel set-up).
 """
 
 from __future__ import annotations
@@ -98,14 +98,16 @@ def main() -> None:
 
     print(f"{len(docs)} papers (halves A, B of {len(parts['A'])} and {len(parts['B'])}), reader "
           f"{Path(args.reader).name}, windows of {args.max_length} tokens, LLM off")
-    print("| q | " + " | ".join(f"{d} {m}" for d in names for m in METRICS) + " | answer sets that differ |")
-    print("|---|" + "---|" * (len(names) * len(METRICS) + 1))
+    print("| q | " + " | ".join(f"{d} {m}" for d in names for m in METRICS)
+          + "".join(f" | {d}'s answer sets that differ from {names[0]}'s" for d in names[1:]) + " |")
+    print("|---|" + "---|" * (len(names) * len(METRICS) + len(names) - 1))
     sets = {d: answer_sets(runs[d][0]) for d in names}
     for q in wanted:
         keys = {k for d in names for k in sets[d] if k[1] == q}
-        differ = sum(1 for k in keys if len({sets[d].get(k, frozenset()) for d in names}) > 1)
+        differ = [sum(1 for k in keys if sets[d].get(k, frozenset()) != sets[names[0]].get(k, frozenset()))
+                  for d in names[1:]]
         print(f"| {q} | " + " | ".join(f"{metric(d, 'all', q, m):.3f}" for d in names for m in METRICS)
-              + f" | {differ} of {len(keys)} |")
+              + "".join(f" | {count} of {len(keys)}" for count in differ) + " |")
     print(f"\nF1 per half, and its difference from {names[0]}:")
     print("| q | " + " | ".join(f"{d} A | {d} B" for d in names) + " |")
     print("|---|" + "---|---|" * len(names))
