@@ -1,8 +1,8 @@
 """Papers per hour of the presets on one machine (on a GPU where there is one): the cost of reading, measured with
 random-weight readers in the real architectures.
 
-    python benchmarks/presets_per_hour.py --data ../shared/mlpsych --papers 8 --presets paper,fast --device cuda \
-        --dtype bf16
+    python benchmarks/presets_per_hour.py --data ../shared/mlpsych --papers 6 --presets paper,reference,fast \
+        --device cuda [--dtype bf16] [--batch-size 32]
 
 Every reader the presets' questions name (the template's four large SQuAD2 readers for ``paper``, the default; the
 base-size readers and the MiniLM small reader for ``fast``) is built with random weights in its real architecture
@@ -12,10 +12,11 @@ first reads pay for kernel set-up), then the next ``--papers`` papers of the dev
 loading included (a run loads each model once). q4 asks about q1's answers, and with random weights those answers
 are noise (about 27 a paper with the tiny readers), so each paper's q4 asks ``--sub-questions`` of them (default
 8: the reference arm's q1 answers per paper with the trained stand-in, benchmarks/README.md, answer_quality); the
-count asked is printed beside the time. Printed per preset: seconds,
-papers per hour, windows read, the readers' GFLOPs (the run sheet's count) and the TFLOP/s they achieved, against a
-matrix product measured in the same process (bf16 on a GPU, the reader's dtype on a CPU). Measurements, not
-pass/fail.
+count asked is printed beside the time (the reference preset's "every entity" is capped the same way). Each preset
+reads in its own dtype (``auto``: bf16 on such a GPU; the reference's fp32) unless ``--dtype`` names one for all.
+Printed per preset: seconds, papers per hour, windows read, the readers' GFLOPs (the run sheet's count) and the
+TFLOP/s they achieved, against a bf16 matrix product (or ``--dtype``'s) measured in the same process.
+Measurements, not pass/fail.
 """
 
 from __future__ import annotations
@@ -74,7 +75,10 @@ def configured(preset: str, models: dict[str, str], device: str, dtype: str, bat
     questions, settings = apply_preset(preset, library, RunSettings())
     data = settings.model_dump()
     data["llm"]["enabled"] = False
-    data["reader"].update(device=device, dtype=dtype, batch_size=batch_size)
+    data["max_sub_questions"] = sub_questions
+    data["reader"].update(device=device, batch_size=batch_size)
+    if dtype != "preset":
+        data["reader"]["dtype"] = dtype
     cascade = data["retrieval"]["cascade"]
     if cascade.get("model"):
         cascade["model"] = models[cascade["model"]]
@@ -111,7 +115,8 @@ def main() -> None:
     parser.add_argument("--papers", type=int, default=4, help="papers timed (after one untimed paper)")
     parser.add_argument("--presets", default="paper,fast")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="auto", help="the readers' dtype (auto, fp32, bf16, fp16)")
+    parser.add_argument("--dtype", default="preset",
+                        help="the readers' dtype for every preset (auto, fp32, bf16, fp16); default: each preset's")
     parser.add_argument("--batch-size", type=int, default=None, help="windows per forward pass (default: the "
                                                                      "reader's for the device)")
     parser.add_argument("--size", choices=["real", "tiny"], default="real")
@@ -133,12 +138,15 @@ def main() -> None:
     started = time.perf_counter()
     models = {m: build(m, args.size, args.work, [d.text for d in docs]) for m in sorted(needed)}
     log.info("built %d readers in %.0f s", len(models), time.perf_counter() - started)
-    peak = matmul_tflops(args.device, args.dtype)
-    print(f"\nmatrix product in this process ({args.device}, {args.dtype}): {peak:.1f} TFLOP/s")
+    from mlpsych.models import dtype_name
+
+    half = "bf16" if args.dtype == "preset" else args.dtype
+    peak = matmul_tflops(args.device, half)
+    print(f"\nmatrix product in this process ({args.device}, {half}): {peak:.1f} TFLOP/s")
     print(f"{len(timed)} papers timed, {words:.0f} words on average; readers: {args.size} architectures, random "
           "weights\n")
-    print("| preset | seconds | papers per hour | windows read | q4 sub-questions | reader TFLOPs | TFLOP/s achieved "
-          "| share of the matrix product |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| preset | dtype | seconds | papers per hour | windows read | q4 sub-questions | reader TFLOPs | TFLOP/s "
+          "achieved | share of the matrix product |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
     figures = {"device": args.device, "dtype": args.dtype, "papers": len(timed), "mean_words": words,
                "matmul_tflops": peak, "presets": {}}
     for preset in names:
@@ -152,13 +160,15 @@ def main() -> None:
             seconds = time.perf_counter() - started
         tflops = sum(v or 0.0 for v in result.info.reader_gflops.values()) / 1e3
         follow_ups = len({(a.doc_id, a.bridge_entity) for a in result.answers if a.question_id == "q4"})
-        row = {"seconds": seconds, "papers_per_hour": 3600 * len(timed) / seconds, "windows": pipeline.windows_read,
+        dtype = dtype_name(settings.reader.dtype, args.device)
+        row = {"dtype": dtype, "seconds": seconds, "papers_per_hour": 3600 * len(timed) / seconds,
+               "windows": pipeline.windows_read,
                "q4_sub_questions": follow_ups, "reader_tflops": tflops, "tflops_per_s": tflops / seconds,
                "share": tflops / seconds / peak, "gflops_by_model": result.info.reader_gflops,
                "errors": {k: v[:1] for k, v in result.errors.items()}}
         figures["presets"][preset] = row
-        print(f"| {preset} | {seconds:.1f} | {row['papers_per_hour']:.0f} | {row['windows']} | {follow_ups} | "
-              f"{tflops:.1f} | {row['tflops_per_s']:.2f} | {row['share']:.1%} |")
+        print(f"| {preset} | {dtype} | {seconds:.1f} | {row['papers_per_hour']:.0f} | {row['windows']} | "
+              f"{follow_ups} | {tflops:.1f} | {row['tflops_per_s']:.2f} | {row['share']:.1%} |")
         if result.errors:
             log.warning("%s: errors %s", preset, row["errors"])
     if args.json:

@@ -32,4 +32,10 @@ def test_the_built_readers_fill_every_slot(tmp_path: Path) -> None:
     questions, settings = presets_per_hour.configured("fast", models, "cpu", "fp32", None, 3)
     assert {m for q in questions.questions for m in q.models} <= set(models.values())
     assert settings.retrieval.cascade.model in models.values() and not settings.llm.enabled
-    assert questions.get("q4").max_sub_questions == 3
+    assert questions.get("q4").max_sub_questions == 3 and settings.max_sub_questions == 3
+    assert settings.reader.dtype == "fp32"
+    # by default each preset keeps its own dtype: the reference reads in fp32 (its "every entity" capped too)
+    _, reference = presets_per_hour.configured("reference", models, "cpu", "preset", None, 3)
+    assert reference.reader.dtype == "fp32" and reference.max_sub_questions == 3
+    _, paper = presets_per_hour.configured("paper", models, "cpu", "preset", None, 3)
+    assert paper.reader.dtype == "auto"
