@@ -203,10 +203,13 @@ class Reader:
 
     @staticmethod
     def default_batch_size(device: str, model_type: str, hidden_size: int) -> int:
-        """Windows per forward pass when the settings leave it open. 8 fills a GPU (halved on out-of-memory).
-        On a CPU a base or large DeBERTa reads one window at a time: its relative-position tensors grow with the
-        batch and spill the caches (benchmarks/README.md, reader_vs_reference: large 1.04x the reference at 1,
+        """Windows per forward pass when the settings leave it open (halved on out-of-memory). On a CUDA GPU 32:
+        the default and fast presets read 1.13-1.26x faster than at 8 on an H100 and an H200 (benchmarks/README.md,
+        presets_per_hour). On a CPU a base or large DeBERTa reads one window at a time: its relative-position
+        tensors grow with the batch and spill the caches (reader_vs_reference: large 1.04x the reference at 1,
         0.89x at 8; base 1.25x faster at 1 than at 8), while ELECTRA-large was faster at 8 (1.27x vs 1.16x)."""
+        if str(device).startswith("cuda"):
+            return 32
         if str(device).startswith("cpu") and model_type in ("deberta", "deberta-v2") and hidden_size >= 768:
             return 1
         return 8

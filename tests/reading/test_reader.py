@@ -119,7 +119,8 @@ def test_papers_read_together_share_batches_and_give_the_same_spans(tiny_models)
 def test_batch_size_left_open_is_chosen_for_the_device_and_model(tiny_models):
     assert Reader.default_batch_size("cpu", "deberta-v2", 1024) == 1  # measured faster one window at a time on CPUs
     assert Reader.default_batch_size("cpu", "deberta-v2", 768) == 1
-    assert Reader.default_batch_size("cuda", "deberta-v2", 1024) == 8
+    assert Reader.default_batch_size("cuda", "deberta-v2", 1024) == 32  # measured faster than 8 on an H100 / H200
+    assert Reader.default_batch_size("mps", "deberta-v2", 1024) == 8
     assert Reader.default_batch_size("cpu", "electra", 1024) == 8
     reader = Reader(str(tiny_models["deberta-v2"]), ReaderSettings(**SHARED, max_length=96, stride=24, device="cpu"))
     reader.warm_up()
