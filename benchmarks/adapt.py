@@ -193,6 +193,8 @@ def confidence(runs: list[FoldRun], zero: list[dict], texts: dict[str, str], kin
         zero_coded = [r for r in zero if r["paper_id"] in coded]
         add("zero-shot", "zero-shot answers", zero_coded, run.coded, [r for r in zero if r["paper_id"] in test])
         add("adapted", "zero-shot answers", zero_coded, run.coded, run.rows)
+        if set(run.answered) != {r["question_id"] for r in run.rows}:  # some questions kept the base reader
+            add("as run", "zero-shot answers", zero_coded, run.coded, as_run_reads([run], zero))
         before = by_test.get(tuple(run.coded))
         if before is not None and not set(before.coded) & test:
             add("adapted", "adapted answers", before.rows, run.coded, run.rows)

@@ -59,7 +59,7 @@ def test_adapted_answers_are_recalibrated_only_by_a_reader_that_never_saw_the_sc
 
     def runs(folds: list[list[str]]) -> list:
         return [adapt_benchmark.FoldRun(fold, folds[(i + 1) % len(folds)],
-                                        _answers(folds[(i + 1) % len(folds)], f"fold{i}"))
+                                        _answers(folds[(i + 1) % len(folds)], f"fold{i}"), ("q1",))
                 for i, fold in enumerate(folds)]
 
     two = adapt_benchmark.confidence(runs([papers[:3], papers[3:]]), zero, texts, {"q1": "entity"}, label)
@@ -80,3 +80,17 @@ def test_as_run_the_base_reader_answers_questions_with_too_few_coded_answers() -
                                                  {**_row("a", "adapted a3", "r"), "question_id": "q3"}], ("q1",))
     got = {(r["paper_id"], r["question_id"]): r["answer"] for r in adapt_benchmark.as_run_reads([run], zero)}
     assert got == {("a", "q1"): "adapted a1", ("a", "q3"): "zero a3"}
+
+
+def test_answers_as_run_get_their_own_confidence_row() -> None:
+    papers = [f"p{i}" for i in range(4)]
+    gold = {"q1": {p: ["random forest"] for p in papers}}
+    texts = {p: "random forest on the data" for p in papers}
+    label = lambda row, item: adapt_benchmark.cf.gold_label(item, gold)  # noqa: E731
+    zero = _answers(papers, "zero")
+    folds = [papers[:2], papers[2:]]
+    runs = [adapt_benchmark.FoldRun(fold, folds[1 - i], _answers(folds[1 - i], f"fold{i}"), answered)
+            for i, (fold, answered) in enumerate(zip(folds, [(), ("q1",)]))]
+    pooled = adapt_benchmark.confidence(runs, zero, texts, {"q1": "entity"}, label)
+    confidence, labels = pooled[("as run", "zero-shot answers")]
+    assert len(labels) == 4  # only the fold whose reader kept q1 for the base reader: its 2 papers' 2 answers
