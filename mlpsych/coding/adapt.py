@@ -337,9 +337,14 @@ def adapted_questions(reader_dir: str | Path) -> list[str] | None:
     return None if section is None else answered_questions(section)
 
 
+def min_answers_of(section: dict) -> int:
+    """The coded answers per question an ``adapted`` section was written with (the default for older folders)."""
+    return (section.get("options") or {}).get("min_answers", MIN_ANSWERS)
+
+
 def answered_questions(section: dict) -> list[str]:
     """The questions of an ``adapted`` section with at least its ``min_answers`` coded answers (positives)."""
-    minimum = (section.get("options") or {}).get("min_answers", MIN_ANSWERS)
+    minimum = min_answers_of(section)
     return sorted(q for q, counts in section["questions"].items() if counts.get("positive", 0) >= minimum)
 
 
@@ -367,7 +372,7 @@ def use_adapted(questions: QuestionSet, readers: Sequence[str | Path]) -> Questi
                              f"'{ADAPTED_KEY}' section in its {META_FILE})")
         if not adapted:
             section = adapted_meta(reader)
-            raise AdaptError(f"--adapted {reader}: no question had the {section['options'].get('min_answers')} coded "
+            raise AdaptError(f"--adapted {reader}: no question had the {min_answers_of(section)} coded "
                              "answers it needs to be answered by this reader (" + ", ".join(
                                  f"{q}: {c.get('positive', 0)}" for q, c in sorted(section["questions"].items()))
                              + "): code more answers and adapt again")
@@ -391,7 +396,7 @@ def summary_lines(result: AdaptResult) -> Sequence[str]:
                      "passages without an answer" + ("" if q in answers_for else
                                                      "; too few answers: runs keep the base reader for it"))
     lines.append(f"runs with --adapted use this reader for {', '.join(answers_for) or 'no question yet'} (a question "
-                 f"needs {section['options']['min_answers']} coded answers; code more to add the others)")
+                 f"needs {min_answers_of(section)} coded answers; code more to add the others)")
     for line in section["skipped"]:
         lines.append(f"  skipped: {line}")
     heldout = result.meta.get("heldout")

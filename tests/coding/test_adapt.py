@@ -181,3 +181,7 @@ def test_questions_with_too_few_coded_answers_keep_their_base_reader(tmp_path: P
     del section["options"]  # a folder written before the option: the default applies
     (folder / META_FILE).write_text(json.dumps({"adapted": section}))
     assert adapted_questions(folder) == ["q1"]
+    section["questions"]["q1"]["positive"] = 15
+    (folder / META_FILE).write_text(json.dumps({"adapted": section}))
+    with pytest.raises(AdaptError, match="no question had the 16 coded answers"):
+        use_adapted(questions.select(["q1", "q3"]), [folder])
