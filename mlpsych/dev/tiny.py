@@ -222,12 +222,13 @@ def _train_sentencepiece(sentences: list[str], vocab_size: int = VOCAB_SIZE, **o
     return buffer.getvalue()
 
 
-def _deberta_tokenizer(out: Path) -> int:
-    """DeBERTa-v3: spm.model with [PAD]=0 [CLS]=1 [SEP]=2 [UNK]=3; [MASK] is an added token after the vocab."""
+def _deberta_tokenizer(out: Path, sentences: list[str] | None = None, vocab_size: int = VOCAB_SIZE) -> int:
+    """DeBERTa-v3: spm.model with [PAD]=0 [CLS]=1 [SEP]=2 [UNK]=3; [MASK] is an added token after the vocab (trained
+    on the tiny corpus, or on ``sentences`` with a larger vocabulary for speed benchmarks)."""
     # transformers 5 converts spm.model with an NFC normalizer only, so train on the raw (identity) text:
     # with sentencepiece's default NFKC, characters such as "²" would be folded away and come out as [UNK].
     model = _train_sentencepiece(
-        corpus(), pad_id=0, bos_id=1, eos_id=2, unk_id=3, normalization_rule_name="identity",
+        sentences or corpus(), vocab_size, pad_id=0, bos_id=1, eos_id=2, unk_id=3, normalization_rule_name="identity",
         pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]", unk_piece="[UNK]",
     )
     size = _deberta_v3_files(out, model)
@@ -444,7 +445,9 @@ def _added_id(out: Path, content: str) -> int:
     return next(t["id"] for t in tok["added_tokens"] if t["content"] == content)
 
 
-_TOKENIZER_BUILDERS: dict[str, Callable[[Path], int]] = {
+# Each builds a family's tokenizer files into a folder and returns the vocabulary size; DeBERTa's, ALBERT's and
+# RoBERTa's also take sentences and a vocabulary size to train on (build_model_with_config's real-size stand-ins).
+_TOKENIZER_BUILDERS: dict[str, Callable[..., int]] = {
     "deberta-v2": _deberta_tokenizer,
     "albert": _albert_tokenizer,
     "electra": lambda out: _wordpiece_tokenizer(out, "ElectraTokenizer"),
@@ -612,22 +615,6 @@ def _bert_uncased_vocab(out: Path, tokenizer_class: str) -> int | None:
     return sum(1 for _ in (out / "vocab.txt").open(encoding="utf-8"))
 
 
-def _deberta_tokenizer_on(out: Path, texts: list[str], vocab_size: int) -> int:
-    """A DeBERTa-v3-style spm.model trained on ``texts`` with a large vocabulary: real-paper tokens per word."""
-    import sentencepiece as spm
-
-    buffer = io.BytesIO()
-    sentences = [s for t in texts for s in t.split(". ") if s.strip()]
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=buffer, vocab_size=vocab_size, model_type="unigram",
-        character_coverage=1.0, num_threads=2, minloglevel=2, hard_vocab_limit=False, pad_id=0, bos_id=1,
-        eos_id=2, unk_id=3, normalization_rule_name="identity", pad_piece="[PAD]", bos_piece="[CLS]",
-        eos_piece="[SEP]", unk_piece="[UNK]", input_sentence_size=200_000, shuffle_input_sentence=True,
-    )
-    model = buffer.getvalue()
-    return _deberta_v3_files(out, model)
-
-
 def build_model_with_config(family: str, out_dir: Path, size: str = "large", *, seed: int = 0,
                             tokenizer_texts: list[str] | None = None) -> Path:
     """A random-weight QA model with the real architecture of ``family``/``size`` (e.g. DeBERTa-v3-large).
@@ -648,12 +635,11 @@ def build_model_with_config(family: str, out_dir: Path, size: str = "large", *, 
     tokens = None
     if family in ("electra", "bert"):
         tokens = _bert_uncased_vocab(out, "ElectraTokenizer" if family == "electra" else "BertTokenizer")
-    elif family == "deberta-v2" and tokenizer_texts:
-        tokens = _deberta_tokenizer_on(out, tokenizer_texts, 32000)
-    elif family in ("albert", "roberta") and tokenizer_texts:
+    elif family in ("deberta-v2", "albert", "roberta") and tokenizer_texts:
         sentences = [s for t in tokenizer_texts for s in t.split(". ") if s.strip()]
-        builder = _albert_tokenizer if family == "albert" else _roberta_tokenizer
-        tokens = builder(out, sentences, int(REAL_SIZES[key]["vocab_size"]))
+        # DeBERTa-v3's 128k pieces cannot be learnt from a few papers; 32k gives about its tokens per word
+        vocab = 32000 if family == "deberta-v2" else int(REAL_SIZES[key]["vocab_size"])
+        tokens = _TOKENIZER_BUILDERS[family](out, sentences, vocab)
     if tokens is None:
         tokens = _TOKENIZER_BUILDERS[family](out)
     config = _qa_config(family, tokens)
