@@ -50,22 +50,25 @@ def _answers(papers: list[str], model: str) -> list[dict]:
         {**_row(p, "the data", model), "score": 0.1, "start": 20})]
 
 
-def test_adapted_answers_are_recalibrated_only_by_a_reader_that_never_saw_the_scored_papers() -> None:
-    papers = [f"p{i}" for i in range(6)]
+def _confidence(runs: list, papers: list[str]) -> dict:
+    """The benchmark's pooled confidence for ``runs`` over ``papers`` whose gold q1 answer is "random forest"."""
     gold = {"q1": {p: ["random forest"] for p in papers}}
     texts = {p: "random forest on the data" for p in papers}
     label = lambda row, item: adapt_benchmark.cf.gold_label(item, gold)  # noqa: E731
-    zero = _answers(papers, "zero")
+    return adapt_benchmark.confidence(runs, _answers(papers, "zero"), texts, {"q1": "entity"}, label)
+
+
+def test_adapted_answers_are_recalibrated_only_by_a_reader_that_never_saw_the_scored_papers() -> None:
+    papers = [f"p{i}" for i in range(6)]
 
     def runs(folds: list[list[str]]) -> list:
         return [adapt_benchmark.FoldRun(fold, folds[(i + 1) % len(folds)],
                                         _answers(folds[(i + 1) % len(folds)], f"fold{i}"), ("q1",))
                 for i, fold in enumerate(folds)]
 
-    two = adapt_benchmark.confidence(runs([papers[:3], papers[3:]]), zero, texts, {"q1": "entity"}, label)
+    two = _confidence(runs([papers[:3], papers[3:]]), papers)
     assert set(two) == {("zero-shot", "zero-shot answers"), ("adapted", "zero-shot answers")}
-    three = adapt_benchmark.confidence(runs([papers[:2], papers[2:4], papers[4:]]), zero, texts, {"q1": "entity"},
-                                       label)
+    three = _confidence(runs([papers[:2], papers[2:4], papers[4:]]), papers)
     confidence, labels = three[("adapted", "adapted answers")]
     assert len(confidence) == len(labels) == 12  # every scored answer, once
     right = [c for c, y in zip(confidence, labels) if y]
@@ -84,13 +87,9 @@ def test_as_run_the_base_reader_answers_questions_with_too_few_coded_answers() -
 
 def test_answers_as_run_get_their_own_confidence_row() -> None:
     papers = [f"p{i}" for i in range(4)]
-    gold = {"q1": {p: ["random forest"] for p in papers}}
-    texts = {p: "random forest on the data" for p in papers}
-    label = lambda row, item: adapt_benchmark.cf.gold_label(item, gold)  # noqa: E731
-    zero = _answers(papers, "zero")
     folds = [papers[:2], papers[2:]]
     runs = [adapt_benchmark.FoldRun(fold, folds[1 - i], _answers(folds[1 - i], f"fold{i}"), answered)
             for i, (fold, answered) in enumerate(zip(folds, [(), ("q1",)]))]
-    pooled = adapt_benchmark.confidence(runs, zero, texts, {"q1": "entity"}, label)
+    pooled = _confidence(runs, papers)
     confidence, labels = pooled[("as run", "zero-shot answers")]
     assert len(labels) == 4  # only the fold whose reader kept q1 for the base reader: its 2 papers' 2 answers
