@@ -177,16 +177,16 @@ def confidence(runs: list[FoldRun], zero: list[dict], texts: dict[str, str], kin
     by_test = {tuple(run.test): run for run in runs}
 
     def add(name: str, fitted_on: str, train: list[dict], papers: list[str], scored: list[dict]) -> None:
-        x, y = cf.labelled(train, texts, kinds, label)
+        data = cf.labelled(train, texts, kinds, label)
         try:
-            calibrator = cf.fit(x, y, {"papers": papers})
+            calibrator = cf.fit(data.x, data.y, {"papers": papers}, groups=data.papers)
         except cf.CalibratorError as error:  # e.g. no answer of these papers is correct
             log.warning("%s: no calibrator on %s (%s); these papers get no confidence figures", name, papers[0], error)
             return
-        x_test, y_test = cf.labelled(scored, texts, kinds, label)
+        test = cf.labelled(scored, texts, kinds, label)
         p, y_all = pooled.setdefault((name, fitted_on), ([], []))
-        p.extend(calibrator.predict(x_test))
-        y_all.extend(y_test)
+        p.extend(calibrator.predict(test.x))
+        y_all.extend(test.y)
 
     for run in runs:
         coded, test = set(run.coded), set(run.test)

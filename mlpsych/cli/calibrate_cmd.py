@@ -47,20 +47,21 @@ def run(args: argparse.Namespace) -> int:
             gold = ev.load_gold(args.gold)
             unanswerable = [q.strip() for q in args.unanswerable.split(",") if q.strip()]
             rows = ev.load_predictions(args.pred)
-            x, y = cf.labelled(rows, texts, kinds, lambda row, item: cf.gold_label(item, gold, unanswerable))
+            data = cf.labelled(rows, texts, kinds, lambda row, item: cf.gold_label(item, gold, unanswerable))
             fitted_on = {"gold": str(args.gold), "run": str(args.pred)}
         else:
             rows = [r for sheet in args.coded for r in ev.read_sheet(sheet, "answers")]
-            x, y = cf.labelled(rows, texts, kinds, lambda row, item: cf.sheet_label(row))
+            data = cf.labelled(rows, texts, kinds, lambda row, item: cf.sheet_label(row))
             fitted_on = {"coded": [str(s) for s in args.coded]}
     except EvalInputError as error:
         raise UserError(str(error)) from None
     try:
-        calibrator = cf.fit(x, y, fitted_on)
+        calibrator = cf.fit(data.x, data.y, fitted_on, groups=data.papers)
     except cf.CalibratorError as error:
-        raise UserError(f"{error}: code more answers first ({int(y.sum())} correct, {int(len(y) - y.sum())} "
+        correct = int(data.y.sum())
+        raise UserError(f"{error}: code more answers first ({correct} correct, {len(data.y) - correct} "
                         "wrong so far)") from None
     calibrator.save(args.out)
-    print(f"in sample: {cf.report(calibrator.predict(x), y).line()}")
+    print(f"in sample: {cf.report(calibrator.predict(data.x), data.y).line()}")
     print(f"calibrator written to {args.out} (use it with `mlpsych run --calibrator {args.out}`)")
     return 0

@@ -34,6 +34,12 @@ class CalibratorError(UserError):
 
 
 FEATURES = ("score", "log_rank", "log_answers", "agreement", "log_recurrence", "grounded", "phrase", "log_words")
+# The L2 penalties a fit chooses from by cross-validation over papers: a study's coding has a few dozen correct
+# answers, too few for eight free weights (the benchmark's calibrators fitted on 4-8 papers were over-confident);
+# the grid spans "almost free" to "almost only the base rate". Fixed before any figure with it was measured.
+L2_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
+L2_UNGROUPED = 1.0  # the penalty when the answers' papers are not known (or fewer than two)
+CV_FOLDS = 5
 GOLD_F1 = 0.5  # word-overlap F1 with a gold answer from which an answer counts as one a coder would accept
 DEFAULT_FILE = "default_calibrator.json"
 RECURRENCE_CAP = 50
@@ -150,16 +156,8 @@ class Calibrator:
             raise CalibratorError(f"calibrator {source}: not a calibrator file ({error})") from None
 
 
-def fit(x: np.ndarray, y: Sequence[bool], fitted_on: dict, l2: float = 1.0, iterations: int = 50) -> Calibrator:
-    """Logistic regression by Newton steps with an L2 penalty ``l2`` on the weights (not the intercept), on
-    features standardized by their mean and spread (a constant feature gets scale 1)."""
-    y = np.asarray(y, dtype=float)
-    if len(y) == 0 or y.min() == y.max():
-        raise CalibratorError("a calibrator needs answers marked correct and answers marked wrong")
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale < 1e-9] = 1.0
-    z = np.hstack([(x - mean) / scale, np.ones((len(y), 1))])
+def _newton(z: np.ndarray, y: np.ndarray, l2: float, iterations: int = 50) -> np.ndarray:
+    """Weights (the last one the intercept, not penalized) of a penalized logistic fit on standardized ``z``."""
     w = np.zeros(z.shape[1])
     penalty = np.full(z.shape[1], l2)
     penalty[-1] = 0.0
@@ -171,8 +169,62 @@ def fit(x: np.ndarray, y: Sequence[bool], fitted_on: dict, l2: float = 1.0, iter
         w += step
         if np.abs(step).max() < 1e-8:
             break
+    return w
+
+
+def _standardized(x: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    return np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+
+
+def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    return x.mean(axis=0), scale
+
+
+def choose_l2(x: np.ndarray, y: np.ndarray, groups: Sequence[str], grid: Sequence[float] = L2_GRID,
+              folds: int = CV_FOLDS) -> float:
+    """The penalty of ``grid`` with the least held-out log loss, papers (``groups``) held out together in up to
+    ``folds`` folds (answers of one paper are alike, so holding out single answers would favour overfitting);
+    ties go to the larger penalty. A fold whose training part has one class only is skipped; with no fold left
+    (or fewer than two papers) it is :data:`L2_UNGROUPED`."""
+    papers = sorted(set(groups))
+    if len(papers) < 2:
+        return L2_UNGROUPED
+    fold_of = {paper: i % min(folds, len(papers)) for i, paper in enumerate(papers)}
+    which = np.array([fold_of[g] for g in groups])
+    loss = np.zeros(len(grid))
+    scored = False
+    for f in set(fold_of.values()):
+        train, test = which != f, which == f
+        if y[train].min() == y[train].max():
+            continue
+        mean, scale = _moments(x[train])
+        z_train, z_test = _standardized(x[train], mean, scale), _standardized(x[test], mean, scale)
+        for i, l2 in enumerate(grid):
+            p = np.clip(1.0 / (1.0 + np.exp(-(z_test @ _newton(z_train, y[train], l2)))), 1e-6, 1 - 1e-6)
+            loss[i] -= float(np.sum(y[test] * np.log(p) + (1 - y[test]) * np.log(1 - p)))
+        scored = True
+    if not scored:
+        return L2_UNGROUPED
+    best = loss.min()
+    return max(l2 for l2, value in zip(grid, loss) if value <= best + 1e-9)
+
+
+def fit(x: np.ndarray, y: Sequence[bool], fitted_on: dict, l2: float | None = None,
+        groups: Sequence[str] | None = None) -> Calibrator:
+    """Logistic regression by Newton steps with an L2 penalty on the weights (not the intercept), on features
+    standardized by their mean and spread (a constant feature gets scale 1). The penalty is ``l2`` when given,
+    else chosen by :func:`choose_l2` over the answers' papers ``groups`` (:data:`L2_UNGROUPED` without them)."""
+    y = np.asarray(y, dtype=float)
+    if len(y) == 0 or y.min() == y.max():
+        raise CalibratorError("a calibrator needs answers marked correct and answers marked wrong")
+    if l2 is None:
+        l2 = choose_l2(x, y, groups) if groups is not None else L2_UNGROUPED
+    mean, scale = _moments(x)
+    w = _newton(_standardized(x, mean, scale), y, l2)
     return Calibrator([float(v) for v in w[:-1]], float(w[-1]), [float(v) for v in mean], [float(v) for v in scale],
-                      {**fitted_on, "answers": int(len(y)), "correct": int(y.sum())})
+                      {**fitted_on, "answers": int(len(y)), "correct": int(y.sum()), "l2": l2})
 
 
 def scored_from_answer(answer) -> Scored:
@@ -230,8 +282,17 @@ def sheet_label(row: dict[str, Any]) -> bool | None:
     return mark
 
 
-def labelled(rows: Sequence[dict[str, Any]], texts: dict[str, str], kinds: dict[str, str],
-             label) -> tuple[np.ndarray, np.ndarray]:
+@dataclass
+class Labelled:
+    """Answers a label has a verdict on: features, verdicts, and each answer's paper (what the penalty's
+    cross-validation holds out together)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    papers: list[str]
+
+
+def labelled(rows: Sequence[dict[str, Any]], texts: dict[str, str], kinds: dict[str, str], label) -> Labelled:
     """Features and labels of the final answer rows that ``label`` (a :class:`Scored` or row -> bool | None)
     has a verdict on; features are computed over all final rows, so ranks count the unlabelled answers too."""
     from mlpsych.evaluation.evaluate import truthy
@@ -242,7 +303,7 @@ def labelled(rows: Sequence[dict[str, Any]], texts: dict[str, str], kinds: dict[
     x = feature_matrix(items, texts, kinds)
     verdicts = [label(r, item) for r, item in zip(finals, items)]
     keep = [i for i, v in enumerate(verdicts) if v is not None]
-    return x[keep], np.array([verdicts[i] for i in keep], dtype=bool)
+    return Labelled(x[keep], np.array([verdicts[i] for i in keep], dtype=bool), [items[i].paper_id for i in keep])
 
 
 @dataclass

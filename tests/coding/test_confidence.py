@@ -33,7 +33,8 @@ def test_fit_learns_the_direction_and_round_trips_as_json(tmp_path):
     y = rng.random(400) < 1 / (1 + np.exp(-(2 * x[:, 0] - 1)))
     calibrator = cf.fit(x, y, {"description": "synthetic"})
     assert calibrator.weights[0] > 1.0 and all(abs(w) < 0.5 for w in calibrator.weights[1:])
-    assert calibrator.fitted_on == {"description": "synthetic", "answers": 400, "correct": int(y.sum())}
+    assert calibrator.fitted_on == {"description": "synthetic", "answers": 400, "correct": int(y.sum()),
+                                    "l2": cf.L2_UNGROUPED}
     path = tmp_path / "c.json"
     calibrator.save(path)
     assert json.loads(path.read_text())["features"] == list(cf.FEATURES)  # JSON, nothing pickled
@@ -43,6 +44,42 @@ def test_fit_learns_the_direction_and_round_trips_as_json(tmp_path):
     assert abs(p.mean() - y.mean()) < 0.01  # a logistic fit with an intercept matches the base rate
     with pytest.raises(cf.CalibratorError, match="correct and answers marked wrong"):
         cf.fit(x[:3], [True, True, True], {})
+
+
+def _papers(n_answers: int, per_paper: int) -> list[str]:
+    return [f"P{i // per_paper}" for i in range(n_answers)]
+
+
+def test_the_penalty_chosen_over_papers_shrinks_noise_to_the_base_rate():
+    # a study's coding: 12 papers, ~8% correct, features that say nothing: free weights would fit the noise
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(180, len(cf.FEATURES)))
+    y = rng.random(180) < 0.08
+    y[:2] = True
+    papers = _papers(180, 15)
+    chosen = cf.fit(x, y, {}, groups=papers)
+    free = cf.fit(x, y, {}, l2=cf.L2_GRID[0])
+    assert chosen.fitted_on["l2"] >= 100
+    assert np.ptp(chosen.predict(x)) < 0.5 * np.ptp(free.predict(x))
+    assert abs(chosen.predict(x).mean() - y.mean()) < 0.01
+
+
+def test_the_penalty_chosen_over_papers_keeps_a_real_signal():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(600, len(cf.FEATURES)))
+    y = rng.random(600) < 1 / (1 + np.exp(-(3 * x[:, 0] - 2)))
+    chosen = cf.fit(x, y, {}, groups=_papers(600, 30))
+    assert chosen.fitted_on["l2"] <= 10 and chosen.weights[0] > 1.5
+
+
+def test_the_penalty_without_papers_to_hold_out():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(40, len(cf.FEATURES)))
+    y = np.arange(40) % 4 == 0
+    assert cf.choose_l2(x, y, ["A"] * 40) == cf.L2_UNGROUPED  # one paper: nothing to hold out
+    assert cf.fit(x, y, {}).fitted_on["l2"] == cf.L2_UNGROUPED  # papers not given
+    # a paper holding every correct answer: held out, its fold's training part has one class and is skipped
+    assert cf.choose_l2(x, y, ["A" if v else "B" for v in y], folds=2) == cf.L2_UNGROUPED
 
 
 def test_bad_calibrator_files_are_refused(tmp_path):
