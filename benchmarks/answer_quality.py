@@ -48,7 +48,7 @@ from mlpsych.evaluation.metrics import ItemScore, aggregate  # noqa: E402
 from mlpsych.export import answer_rows  # noqa: E402
 from mlpsych.pipeline import Pipeline  # noqa: E402
 from mlpsych.questions import QuestionSet, load_question_set  # noqa: E402
-from mlpsych.settings import RunSettings, apply_preset, deep_update, substitute_models  # noqa: E402
+from mlpsych.settings import FAST_CASCADE, RunSettings, apply_preset, deep_update, substitute_models  # noqa: E402
 
 METRICS = ("F1", "EMat", "Ment", "mF1", "pF1", "spans/answer", "words/span")
 LABELS = {"spans/answer": "answers/paper", "words/span": "words/answer"}
@@ -98,10 +98,12 @@ ARMS: dict[str, Arm] = {
 
 def fold_arm(config: str) -> Arm:
     """The fast preset with the cascade configuration ``config`` ("fuse=signals spans=100 ..." as
-    cascade_retrieval.py names them): ``general`` has q4 also ask about machine learning in general."""
+    cascade_retrieval.py names them): ``general`` has q4 also ask about machine learning in general,
+    ``bridge_windows`` says where its sub-questions read (the preset's value when not named)."""
     fields = dict(part.split("=") for part in config.split())
     cascade = {"fuse": fields["fuse"], "mass": float(fields["mass"]), "spans": int(fields["spans"]),
-               "min_windows": int(fields["min_windows"])}
+               "min_windows": int(fields["min_windows"]),
+               "bridge_windows": fields.get("bridge_windows", FAST_CASCADE.bridge_windows)}
     questions: dict[str, dict[str, Any]] = {}
     for q in load_question_set("mlpsych").questions:
         if q.retrieval is None:
@@ -210,7 +212,8 @@ def main() -> None:
                         "bf16 for paper-bf16); bf16 gave identical F1/EM/Mentions at 2.2x the speed here")
     parser.add_argument("--folds", type=Path, default=None,
                         help="cascade_retrieval.py's --json output: adds the arm `fast-cv`, the fast preset whose "
-                             "cascade settings for each half were chosen on the other half (out of sample)")
+                             "cascade settings for each half were chosen on the other half (out of sample), and "
+                             "`fast-cv-<value>` per value of bridge_windows it judged other than the preset's")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -224,13 +227,18 @@ def main() -> None:
     cache_dir = args.cache or Path(tempfile.mkdtemp(prefix="mlpsych-answer-quality-"))
 
     plans: dict[str, list[tuple[Arm, list[Document]]]] = {name: [(ARMS[name], docs)] for name in arms if name in ARMS}
-    if args.folds:  # each half read with the cascade settings chosen on the other half
-        held_out = json.loads(args.folds.read_text(encoding="utf-8"))["held_out"]
-        plans["fast-cv"] = [(fold_arm(held_out[h]), [d for d in docs if d.id in halves[h]]) for h in "AB"]
-        arms.append("fast-cv")
+    folds: dict[str, dict[str, str]] = {}  # arm -> half -> the cascade settings chosen on the other half
+    if args.folds:
+        chosen = json.loads(args.folds.read_text(encoding="utf-8"))
+        folds["fast-cv"] = chosen["held_out"]
+        folds.update({f"fast-cv-{value}": held for value, held in chosen.get("held_out_bridge", {}).items()
+                      if value != FAST_CASCADE.bridge_windows})
+    for name, held_out in folds.items():  # each half read with the cascade settings chosen on the other half
+        plans[name] = [(fold_arm(held_out[h]), [d for d in docs if d.id in halves[h]]) for h in "AB"]
+        arms.append(name)
     runs: dict[str, dict] = {}
     for name in arms:
-        print(f"arm {name}: {ARMS[name].deviation or ARMS[name].preset if name in ARMS else held_out}", flush=True)
+        print(f"arm {name}: {ARMS[name].deviation or ARMS[name].preset if name in ARMS else folds[name]}", flush=True)
         cache = ResultCache(cache_dir / name.lstrip("+"))
         runs[name] = {"rows": [], "seconds": 0.0, "windows": 0, "errors": {}, "asked": ["q1", "q2", "q3"]}
         for arm, papers in plans[name]:

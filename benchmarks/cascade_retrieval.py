@@ -25,6 +25,10 @@ whose coverage reaches the targets (q1-q3 0.97, q4 0.95) on the papers it is cho
 worst question falls least short, then the cheaper. Settings are judged the same way: the two-fold figure again
 with the choice barred from a setting (no general sub-question, no fusion ...). Pooled
 in-sample figures (the rule applied to all 34 papers and measured on them) are labelled so.
+
+``--bridge-windows small,source`` also scores q4 with its sub-questions read from the windows chosen for q1 that
+name the entity (``CascadeSettings.bridge_windows``; no small read for those, the rest as before) and judges it
+the same way: the rule restricted to each value, two-fold. The main sections keep the preset's value.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from mlpsych.reading.reader import Query, Reader  # noqa: E402
 from mlpsych.retrieval import WindowSelector, cascade, plan_for  # noqa: E402
 from mlpsych.retrieval.tradeoff import choose_point  # noqa: E402
 from mlpsych.settings import (  # noqa: E402
+    FAST_CASCADE,
     CascadeSettings,
     ReaderSettings,
     RetrievalSettings,
@@ -64,7 +69,7 @@ MAX_SPANS = 100
 MASSES = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]
 # Settings every question shares, then q4's own (whether "machine learning" is asked about too).
 SHARED = {"fuse": ["small", "question", "signals"], "spans": [20, 50, 100], "min_windows": [1, 2], "mass": MASSES}
-FOLLOW = {"general": [False, True]}
+FOLLOW = {"general": [False, True], "bridge_windows": [FAST_CASCADE.bridge_windows]}
 FIELDS = ("gold", "full_hits", "read_hits", "windows", "small", "large", "full", "same")
 F = {name: i for i, name in enumerate(FIELDS)}
 
@@ -126,11 +131,20 @@ class LargeWindows:
         self.reader = reader
         self._windows: dict[str, list] = {}
         self._lengths: dict[str, int] = {}
+        self._naming: dict[tuple[str, str], set[tuple[int, int]]] = {}
 
     def windows(self, doc: Document) -> list:
         if doc.id not in self._windows:
             self._windows[doc.id] = self.reader.windows(doc)
         return self._windows[doc.id]
+
+    def naming(self, doc: Document, entity: str) -> set[tuple[int, int]]:
+        """The paper's windows (by characters) naming ``entity``: ``cascade.naming`` keeps or drops each window on
+        its own text, so the q1 windows naming it are those of these among the q1 windows."""
+        key = (doc.id, entity)
+        if key not in self._naming:
+            self._naming[key] = set(cascade.naming(doc, cascade.ranges_of(self.windows(doc), None), entity))
+        return self._naming[key]
 
     def question_tokens(self, text: str) -> int:
         if text not in self._lengths:
@@ -139,8 +153,10 @@ class LargeWindows:
 
 
 def score_question(config: dict, q, doc: Document, gold, store, large: LargeWindows, fast_models, selector,
-                   full_cost: dict) -> np.ndarray:
-    """The fields of ``FIELDS`` for one question of one paper under one configuration (q4: all its sub-questions)."""
+                   full_cost: dict, source: cascade.Ranges = ()) -> tuple[np.ndarray, cascade.Ranges]:
+    """The fields of ``FIELDS`` for one question of one paper under one configuration (q4: all its sub-questions),
+    and the windows read; ``source``: the windows read for q1 (q4's sub-questions read those naming their entity
+    under ``bridge_windows=source``)."""
     settings = RetrievalSettings(read="retrieve", cascade=CascadeSettings(
         model="small", mass=config["mass"], spans=config["spans"], min_windows=config["min_windows"],
         fuse=config["fuse"]))
@@ -158,13 +174,18 @@ def score_question(config: dict, q, doc: Document, gold, store, large: LargeWind
     read: list[tuple[int, int]] = []
     for key, (entity, text) in zip(keys, asked + extra):
         found = store[pid][key]
-        spans = [Span(pid, q.id, "small", "", a, b, score) for a, b, score in found["spans"][: config["spans"]]]
-        chosen = cascade.select(doc, windows, text, plan, selector, spans)
-        picked = windows if chosen is None else [windows[i] for i in chosen]
+        named = large.naming(doc, entity) if entity and config["bridge_windows"] == "source" else set()
+        sourced = cascade.windows_at(windows, [r for r in source if r in named])
+        if sourced:  # no small read: the q1 windows naming the entity
+            picked = [windows[i] for i in sourced]
+        else:
+            spans = [Span(pid, q.id, "small", "", a, b, score) for a, b, score in found["spans"][: config["spans"]]]
+            chosen = cascade.select(doc, windows, text, plan, selector, spans)
+            picked = windows if chosen is None else [windows[i] for i in chosen]
+            out[F["small"]] += flops(SMALL_HUB, found["tokens"])
         q_len = large.question_tokens(text)
         tokens = sum(w.token_end - w.token_start + q_len + 3 for w in picked)
         out[F["windows"]] += len(picked) * len(fast_models[q.id])
-        out[F["small"]] += flops(SMALL_HUB, found["tokens"])
         out[F["large"]] += sum(flops(m, tokens) for m in fast_models[q.id])
         read.extend((w.char_start, w.char_end) for w in picked)
     for _, text in asked:
@@ -176,7 +197,7 @@ def score_question(config: dict, q, doc: Document, gold, store, large: LargeWind
             out[F["gold"]] += 1
             out[F["full_hits"]] += covered(span, everything)
             out[F["read_hits"]] += covered(span, read)
-    return out
+    return out, tuple(read)
 
 
 def grid(options: dict[str, list]) -> list[dict]:
@@ -192,9 +213,13 @@ def score_all(docs: list[Document], template, **context) -> tuple[list[dict], np
     follow_q = next(q for q in template.questions if q.bridge_from)
     names, blocks = [], []
     for shared in grid(SHARED):
-        first = np.stack([[score_question(shared, q, d, **context) for q in first_qs] for d in docs])
+        scored = [[score_question(shared, q, d, **context) for q in first_qs] for d in docs]
+        first = np.stack([[fields for fields, _ in row] for row in scored])
+        bridge = [q.id for q in first_qs].index(follow_q.bridge_from)
+        source = [row[bridge][1] for row in scored]
         for own in grid(FOLLOW):
-            follow = np.stack([[score_question({**shared, **own}, follow_q, d, **context)] for d in docs])
+            follow = np.stack([[score_question({**shared, **own}, follow_q, d, **context, source=s)[0]]
+                               for d, s in zip(docs, source)])
             names.append({**shared, **own})
             blocks.append(np.concatenate([first, follow], axis=1))
     return names, np.stack(blocks)
@@ -237,6 +262,32 @@ def report(label: str, sums: np.ndarray, n_papers: int) -> dict:
                                  "large": large / n_papers / 1e12}}
 
 
+def two_fold(results: np.ndarray, halves: dict[str, np.ndarray]) -> tuple[dict[str, int], np.ndarray]:
+    """Each half's configuration chosen by the rule on the other half, and the held-out halves' fields pooled."""
+    picks = {test: choose(results, halves[train]) for train, test in (("A", "B"), ("B", "A"))}
+    return picks, sum(results[pick, halves[test]].sum(0) for test, pick in picks.items())
+
+
+def judge_bridge_windows(names: list[dict], results: np.ndarray, halves: dict[str, np.ndarray]) -> dict:
+    """The rule restricted to each value of ``bridge_windows`` (out of sample: two-fold, pooled), and its choices
+    per held-out half and on every paper (for answer_quality.py's ``fast-cv-<value>`` arms)."""
+    print("== q4's sub-questions: the small reader's choice (small) or q1's windows naming the entity (source); "
+          "the rule restricted to each, two-fold")
+    out: dict = {"bridge_windows": {}, "held_out_bridge": {}, "shipped_bridge": {}}
+    n_papers = len(halves["A"])
+    for value in FOLLOW["bridge_windows"]:
+        allowed = np.flatnonzero([c["bridge_windows"] == value for c in names])
+        picks, pooled = two_fold(results[allowed], halves)
+        out["held_out_bridge"][value] = {test: name_of(names[allowed[pick]]) for test, pick in picks.items()}
+        out["shipped_bridge"][value] = name_of(names[allowed[choose(results[allowed], np.ones(n_papers, bool))]])
+        print(f"  bridge_windows={value}: held out A [{out['held_out_bridge'][value]['A']}], "
+              f"B [{out['held_out_bridge'][value]['B']}]")
+        out["bridge_windows"][value] = report(f"  bridge_windows={value}, two-fold pooled (out of sample)", pooled,
+                                              n_papers)
+    print()
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True)
@@ -246,7 +297,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--large-tokenizer", default=None, help="model folder whose tokenizer cuts the large "
                         "readers' windows (default: the offline MiniLM's BERT-uncased vocabulary)")
+    parser.add_argument("--bridge-windows", default=FAST_CASCADE.bridge_windows,
+                        help="values of CascadeSettings.bridge_windows to score, comma-separated (small,source "
+                             "judges q4's sub-questions read from q1's windows)")
     args = parser.parse_args(argv)
+    FOLLOW["bridge_windows"] = args.bridge_windows.split(",")
     logging.basicConfig(level=logging.WARNING)
     args.cache.mkdir(parents=True, exist_ok=True)
 
@@ -278,22 +333,26 @@ def main(argv: list[str] | None = None) -> None:
                 tokens = full_read_tokens(full_reader, doc, text)
                 full_cost[(doc.id, text)] = {"template": sum(flops(m, tokens) for m in q.models),
                                              "fast": sum(flops(m, tokens) for m in fast_models[q.id])}
-    names, results = score_all(docs, template, gold=gold, store=store, large=LargeWindows(large),
-                               fast_models=fast_models,
-                               selector=MemoSelector(RetrievalSettings(read="retrieve")), full_cost=full_cost)
-    print(f"{len(names)} configurations scored\n")
+    every_name, every_result = score_all(docs, template, gold=gold, store=store, large=LargeWindows(large),
+                                         fast_models=fast_models,
+                                         selector=MemoSelector(RetrievalSettings(read="retrieve")),
+                                         full_cost=full_cost)
+    print(f"{len(every_name)} configurations scored\n")
     out: dict = {}
+    if len(FOLLOW["bridge_windows"]) > 1:
+        out.update(judge_bridge_windows(every_name, every_result, halves))
+    preset = np.array([c["bridge_windows"] == FAST_CASCADE.bridge_windows for c in every_name])
+    names, results = [c for c, keep in zip(every_name, preset) if keep], every_result[preset]
 
     print("== two-fold: chosen on one half by the rule, measured on the other")
-    held = {}
+    picks, both = two_fold(results, halves)
+    held = {test: name_of(names[pick]) for test, pick in picks.items()}
     for train, test in (("A", "B"), ("B", "A")):
-        pick = choose(results, halves[train])
-        held[test] = name_of(names[pick])
+        pick = picks[test]
         report(f"chosen on {train} [{held[test]}], in sample on {train}", results[pick, halves[train]].sum(0),
                int(halves[train].sum()))
         out[f"held_out_{test}"] = report(f"  measured on {test} (out of sample)", results[pick, halves[test]].sum(0),
                                          int(halves[test].sum()))
-    both = sum(results[choose(results, halves[train]), halves[test]].sum(0) for train, test in (("A", "B"), ("B", "A")))
     out["two_fold"] = report("two-fold, both held-out halves pooled (out of sample)", both, len(ids))
 
     print("\n== leave-one-paper-out: chosen on the 33 others, measured on the paper left out")
@@ -313,8 +372,7 @@ def main(argv: list[str] | None = None) -> None:
                         ("fused with BM25 only (no pattern signals)", lambda c: c["fuse"] == "question")]:
         allowed = np.array([keep(c) for c in names])
         sub = results[allowed]
-        pooled = sum(sub[choose(sub, halves[train]), halves[test]].sum(0) for train, test in (("A", "B"), ("B", "A")))
-        out[label] = report(f"  {label}", pooled, len(ids))
+        out[label] = report(f"  {label}", two_fold(sub, halves)[1], len(ids))
 
     print("\n== trade-off curve: the preset's point at each mass, measured on all papers (the other settings were "
           "chosen on them: in sample)")

@@ -131,6 +131,11 @@ class CascadeSettings(BaseModel):
     # What orders the windows: the small reader's mass alone, fused with BM25 on the question, or fused with the
     # template's retrieval signals (its ``signals`` list, BM25 on the question included where it names it).
     fuse: Literal["small", "question", "signals"] = "small"
+    bridge_windows: Literal["small", "source"] = Field(
+        default="small", description="what a bridged sub-question (q4's 'What was X used for?') reads: small: the "
+        "small reader reads the windows naming X and its spans choose among them; source: the windows already "
+        "chosen for the bridge's source question (q1) by the same reader that name X, with no small read (a "
+        "sub-question none of whose q1 windows names X is read as with small)")
 
 
 class RetrievalSettings(BaseModel):

@@ -106,6 +106,7 @@ class StageContext:
     stages: list[Stage]  # what the run walks for every level
     progress: bool = True  # tqdm bars
     on_progress: ProgressCallback | None = None
+    levels: list[Level] = field(default_factory=list)  # the run's levels so far: a follow-up finds its bridge's units
 
     def report(self, event: ProgressEvent) -> None:
         if self.on_progress:

@@ -135,6 +135,7 @@ class Pipeline:
                     docs.append(doc)
         for questions in question_levels(self.questions):
             level = Level(questions, docs, first_row=len(result.answers))
+            ctx.levels.append(level)
             for stage in stages:
                 stage.run(level, ctx)
         result.info = self._info(started, during=result.info)

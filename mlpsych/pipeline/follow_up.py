@@ -13,7 +13,7 @@ from mlpsych.pipeline.result import isolated
 from mlpsych.progress import ProgressEvent
 from mlpsych.questions import QuestionTemplate
 from mlpsych.reading.reader import Query
-from mlpsych.retrieval import plan_for
+from mlpsych.retrieval import cascade, plan_for
 from mlpsych.settings import RunSettings
 
 
@@ -34,13 +34,19 @@ class FollowUpStage:
         for a in ctx.result.answers:
             if a.final:
                 finals.setdefault((a.doc_id, a.question_id), []).append(a)
+        earlier = {(u.doc.id, u.question.id): u for done in ctx.levels if done is not level for u in done.units}
         for doc in level.docs:
             for q in level.questions:
                 if not q.bridge_from:
                     level.units.append(Unit(doc, q, self.query(q, q.text)))
                     continue
                 with isolated(ctx.result, doc.id, f"multi-hop {q.id}"):
-                    level.units.extend(self.sub_units(doc, q, finals.get((doc.id, q.bridge_from), [])))
+                    units = self.sub_units(doc, q, finals.get((doc.id, q.bridge_from), []))
+                    source = earlier.get((doc.id, q.bridge_from))
+                    if source is not None and self.settings.retrieval.cascade.bridge_windows == "source":
+                        for unit in units:
+                            unit.source = source_windows(unit, source.chosen)
+                    level.units.extend(units)
 
     def query(self, question: QuestionTemplate, text: str, entity: str | None = None) -> Query:
         return Query(
@@ -61,3 +67,11 @@ class FollowUpStage:
                                                answer_stages(self.settings)), retrieving)
         return [Unit(doc, question, self.query(question, text, entity))
                 for entity, text in multihop.sub_questions(question, entities)]
+
+
+def source_windows(unit: Unit, chosen: dict[str, cascade.Ranges]) -> dict[str, cascade.Ranges]:
+    """Per reader of the sub-question that read its bridge's source question, the windows chosen there that name
+    its entity (``bridge_windows: source``); a reader for which none does is left out, and reads as before."""
+    found = {m: cascade.naming(unit.doc, chosen[m], unit.query.bridge_entity or "")
+             for m in unit.question.models if m in chosen}
+    return {m: ranges for m, ranges in found.items() if ranges}

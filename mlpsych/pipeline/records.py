@@ -20,6 +20,12 @@ class Unit:
     question: QuestionTemplate
     query: Query
     small_spans: list[Span] | None = None  # the cascade's small reader's spans (select stage), when it has a cascade
+    # reader model -> character ranges of the windows the cascade chose for it (read stage): a bridged question's
+    # sub-questions may read those again (``CascadeSettings.bridge_windows``)
+    chosen: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    # reader model -> the ranges chosen for the bridge's source question that name this sub-question's entity
+    # (follow-up stage, ``bridge_windows: source``): read instead of a choice of the small reader's
+    source: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     spans: dict[str, list[Span]] = field(default_factory=dict)  # reader model -> its spans (read stage)
 
     def read_spans(self) -> dict[str, list[Span]]:

@@ -19,9 +19,10 @@ log = logging.getLogger(__name__)
 
 
 def cascaded(unit: Unit, settings: RunSettings) -> bool:
-    """Whether the unit's windows are chosen by the cascade's small reader."""
+    """Whether the unit's windows are chosen by the cascade's small reader: under a cascade, unless every reader
+    of a sub-question reads windows chosen for its bridge's source question (``unit.source``)."""
     plan = plan_for(unit.question.retrieval, settings.retrieval)
-    return plan is not None and plan.cascade is not None
+    return plan is not None and plan.cascade is not None and not set(unit.question.models) <= set(unit.source)
 
 
 def can_window(reader: Reader, doc: Document) -> bool:
@@ -38,7 +39,8 @@ def can_window(reader: Reader, doc: Document) -> bool:
 
 
 def large_query(unit: Unit, reader: Reader, doc: Document, settings: RunSettings, models: ModelPool) -> Query:
-    """The unit's query restricted to the windows retrieval picks: by the small reader's spans under a cascade,
+    """The unit's query restricted to the windows retrieval picks: by the small reader's spans under a cascade
+    (noted on the unit, for its sub-questions) or those chosen for the bridge's source question (``unit.source``),
     else by the template's retrieval signals."""
     plan = plan_for(unit.question.retrieval, settings.retrieval)
     if plan is None or not can_window(reader, doc):
@@ -46,9 +48,13 @@ def large_query(unit: Unit, reader: Reader, doc: Document, settings: RunSettings
     selector = models.selector(settings)
     if plan.cascade is None:
         return restrict(unit.query, plan, selector, reader, doc)
+    if reader.model_id in unit.source:  # every window when none is found again (not expected: same reader)
+        windows = cascade.windows_at(reader.windows(doc), unit.source[reader.model_id]) or None
+        return replace(unit.query, windows=windows, passages=None, selected_by=cascade_identity(settings))
     if unit.small_spans is None:  # the small reader failed on this paper (its status says so): read it all
         return unit.query
     chosen = cascade.restrict(unit.query, plan, selector, reader, doc, unit.small_spans)
+    unit.chosen[reader.model_id] = cascade.ranges_of(reader.windows(doc), chosen.windows)
     return replace(chosen, selected_by=cascade_identity(settings))
 
 

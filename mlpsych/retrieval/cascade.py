@@ -11,6 +11,11 @@ this paper, not a constant per question. The order may fuse, by reciprocal rank,
 BM25 on the question or the template's retrieval signals (what the fast preset does: alone, the small reader's
 best spans gather on a few windows while a paper's list of methods is spread over it). Windows of both readers
 are matched through characters, so their tokenizers may differ.
+
+A bridged sub-question ("What was random forest used for?") can skip the small reader (``bridge_windows:
+source``): the windows already chosen for its source question (q1, which found the entity) that name the entity
+are where a paper says what the technique was used for, as often as not, and they cost no small read and fewer
+large windows than a fresh choice among every window naming it.
 """
 
 from __future__ import annotations
@@ -24,7 +29,14 @@ from mlpsych.answers import Span
 from mlpsych.documents import Document
 from mlpsych.reading.reader import Query, Reader
 from mlpsych.reading.windows import Window
-from mlpsych.retrieval.ranking import Plan, WindowSelector, entity_windows, window_texts
+from mlpsych.retrieval.ranking import (
+    Plan,
+    WindowSelector,
+    entity_names,
+    entity_windows,
+    mentions_entity,
+    window_texts,
+)
 from mlpsych.retrieval.signals import reciprocal_rank_fusion
 from mlpsych.settings import CascadeSettings
 
@@ -97,3 +109,25 @@ def restrict(query: Query, plan: Plan, selector: WindowSelector, reader: Reader,
              spans: Sequence[Span]) -> Query:
     """``query`` limited to the large reader's windows where the small reader's ``spans`` weigh most."""
     return replace(query, windows=select(doc, reader.windows(doc), query.text, plan, selector, spans), passages=None)
+
+
+Ranges = tuple[tuple[int, int], ...]  # windows by their characters: the same for every reader of one tokenizer
+
+
+def ranges_of(windows: Sequence[Window], chosen: Sequence[int] | None) -> Ranges:
+    """The character ranges of the windows ``chosen`` (every window when None), to be found again at a later level."""
+    picked = windows if chosen is None else [windows[i] for i in chosen]
+    return tuple((w.char_start, w.char_end) for w in picked)
+
+
+def naming(doc: Document, ranges: Sequence[tuple[int, int]], entity: str) -> Ranges:
+    """Those of ``ranges`` whose text names ``entity`` (the entity matching of ``entity_windows``): what a
+    sub-question reads under ``bridge_windows: source``; empty where none does (it is then read as before)."""
+    names = entity_names(entity, doc.text)
+    return tuple((a, b) for a, b in ranges if mentions_entity(names, doc.text[a:b]))
+
+
+def windows_at(windows: Sequence[Window], ranges: Sequence[tuple[int, int]]) -> tuple[int, ...]:
+    """Indices of the reader's ``windows`` that are the ``ranges`` (a reader of another tokenizer finds none)."""
+    wanted = set(ranges)
+    return tuple(w.index for w in windows if (w.char_start, w.char_end) in wanted)

@@ -10,7 +10,7 @@ from mlpsych.documents import Document
 from mlpsych.pipeline import Pipeline, RunResult
 from mlpsych.pipeline.context import ModelPool, RunCounters, StageContext
 from mlpsych.pipeline.read import CachedReader
-from mlpsych.pipeline.retrieve import cascade_identity
+from mlpsych.pipeline.retrieve import cascade_identity, cascaded
 from mlpsych.questions import QuestionSet
 from mlpsych.reading.cost import flops
 from mlpsych.reading.reader import Reader
@@ -114,13 +114,14 @@ TEXT = (f"{FILLER} We trained random forests and support vector machines (SVM) o
         f"Random forests were used to predict loneliness from text. {FILLER}")
 
 
-def _setup(tiny_models, small: str = "bert", **cascade_settings):
+def _setup(tiny_models, small: str = "bert", also_ask: tuple[str, ...] = (), **cascade_settings):
     large = str(tiny_models["deberta-v2"])
     questions = QuestionSet.model_validate({"name": "t", "questions": [
         {"id": "q1", "text": "What machine learning techniques were used?", "models": [large], "top_k": 3,
          "retrieval": {"mode": "bm25", "budget": 1}},
         {"id": "q4", "text": "What was __PLACEHOLDER__ used for?", "models": [large], "bridge_from": "q1",
-         "kind": "phrase", "top_k": 2, "max_sub_questions": 2, "retrieval": {"mode": "bm25", "budget": 1}}]})
+         "kind": "phrase", "top_k": 2, "max_sub_questions": 2,
+         "retrieval": {"mode": "bm25", "budget": 1, "also_ask": list(also_ask)}}]})
     settings = RunSettings(
         reader=ReaderSettings(max_length=64, stride=16, question_tokens=16), llm=LLMSettings(enabled=False),
         retrieval=RetrievalSettings(read="retrieve", cascade=CascadeSettings(
@@ -167,6 +168,87 @@ def test_small_reader_reads_every_window_and_the_large_reader_only_the_chosen(ti
     second = again.run([doc])  # a rerun reads nothing: both readers' reads are cached
     assert again.windows_read == 0 and again.model_loads == []
     assert [a.to_dict() for a in second.answers] == [a.to_dict() for a in result.answers]
+
+
+def test_the_windows_naming_an_entity_are_found_among_those_chosen_and_again_by_their_characters():
+    text = "Intro text here. We used Random Forests. Methods follow. SVM and random forest again. The end."
+    doc = Document(id="d", text=text)
+    cut = [0, 17, 41, 57, 86, len(text)]
+    windows = [Window(i, 0, 0, a, b) for i, (a, b) in enumerate(zip(cut, cut[1:]))]
+    assert cascade.ranges_of(windows, (1, 3)) == ((17, 41), (57, 86))
+    assert cascade.ranges_of(windows, None) == tuple(zip(cut, cut[1:]))
+    everything = cascade.ranges_of(windows, None)
+    assert cascade.naming(doc, everything, "random forest") == ((17, 41), (57, 86))  # case and plural
+    assert cascade.naming(doc, cascade.ranges_of(windows, (0, 3, 4)), "random forest") == ((57, 86),)
+    assert cascade.naming(doc, everything, "forest") == ((17, 41), (57, 86))
+    assert cascade.naming(doc, everything, "rest") == ()  # whole words only
+    assert cascade.naming(doc, cascade.ranges_of(windows, (0, 2)), "random forest") == ()  # chosen, none names it
+    assert cascade.windows_at(windows, ((57, 86), (17, 41))) == (1, 3)
+    shifted = [Window(i, 0, 0, a + 1, b) for i, (a, b) in enumerate(zip(cut, cut[1:]))]
+    assert cascade.windows_at(shifted, ((57, 86),)) == ()  # another tokenizer's windows are not these
+
+
+def test_a_sub_question_reads_the_q1_windows_naming_its_entity_and_the_others_fall_back(tiny_models):
+    from mlpsych.pipeline.follow_up import source_windows
+    from mlpsych.pipeline.records import Unit
+    from mlpsych.reading.reader import Query
+
+    questions, _ = _setup(tiny_models)
+    q4, large = questions.questions[1], questions.questions[1].models[0]
+    doc = Document(id="p", text=TEXT)
+    forests = TEXT.index("Random forests were used")
+    chosen = {large: ((0, 200), (forests - 10, forests + 100)), "another model": ((0, len(TEXT)),)}
+    units = {e: Unit(doc, q4, Query("q4", q4.sub_question(e), 2, 96, bridge_entity=e))
+             for e in ("random forest", "SVM", "loneliness")}
+    assert source_windows(units["random forest"], chosen) == {large: ((forests - 10, forests + 100),)}
+    # named only outside q1's windows (SVM, defined with its long form in the paper) or only as part of a window
+    # of another model: no windows of its own reader, so it is read as before
+    assert source_windows(units["SVM"], chosen) == {}
+    with_svm = {large: chosen[large] + ((TEXT.index("(SVM)") - 50, TEXT.index("(SVM)") + 10),)}
+    assert source_windows(units["SVM"], with_svm) == {large: with_svm[large][2:]}
+    _, settings = _setup(tiny_models, bridge_windows="source")
+    units["random forest"].source = source_windows(units["random forest"], chosen)
+    assert not cascaded(units["random forest"], settings) and cascaded(units["loneliness"], settings)
+
+
+@pytest.mark.slow
+def test_under_bridge_windows_source_q4_reads_q1s_windows_and_the_small_reader_less(tiny_models, tmp_path,
+                                                                                    monkeypatch):
+    calls: list[tuple[str, Document, list]] = []
+    run_many = Reader.run_many
+
+    def spy(self, papers):
+        calls.extend((self.model_id, doc, list(queries)) for doc, queries in papers)
+        return run_many(self, papers)
+
+    monkeypatch.setattr(Reader, "run_many", spy)
+    doc = Document(id="p", text=TEXT)
+    cost, reads = {}, {}
+    for value in ("small", "source"):
+        questions, settings = _setup(tiny_models, also_ask=("zebra finch",), bridge_windows=value)
+        small, large = settings.retrieval.cascade.model, questions.questions[0].models[0]
+        calls.clear()
+        pipe = Pipeline(questions, settings, ResultCache(tmp_path / value), progress=False)
+        assert not pipe.run([doc]).errors
+        cost[value] = {m: flops(m, t) for m, t in pipe.tokens_read.items()}
+        reads[value] = {(m, q.question_id, q.bridge_entity): q.windows for m, _, qs in calls for q in qs}
+    windows = Reader(large, settings.reader).windows(doc)
+    q1 = cascade.ranges_of(windows, reads["source"][(large, "q1", None)])
+    entities = {e for m, q, e in reads["source"] if q == "q4"}
+    assert "zebra finch" in entities and len(entities) > 1
+    sourced = 0
+    for entity in entities:
+        named = cascade.naming(doc, q1, entity)
+        if named:  # read on q1's windows naming it, without a small read
+            sourced += 1
+            assert reads["source"][(large, "q4", entity)] == cascade.windows_at(windows, named)
+            assert (small, "q4", entity) not in reads["source"]
+        else:  # the fallback: as under "small"
+            assert reads["source"][(small, "q4", entity)] == reads["small"][(small, "q4", entity)]
+            assert reads["source"][(large, "q4", entity)] == reads["small"][(large, "q4", entity)]
+    assert sourced >= 1 and cascade.naming(doc, q1, "zebra finch") == ()
+    assert cost["source"][small] < cost["small"][small]
+    assert sum(cost["source"].values()) < sum(cost["small"].values())
 
 
 def test_cache_keys_of_the_large_reader_include_the_small_reader(tiny_models):
