@@ -48,7 +48,14 @@ from mlpsych.evaluation.metrics import ItemScore, aggregate  # noqa: E402
 from mlpsych.export import answer_rows  # noqa: E402
 from mlpsych.pipeline import Pipeline  # noqa: E402
 from mlpsych.questions import QuestionSet, load_question_set  # noqa: E402
-from mlpsych.settings import FAST_CASCADE, RunSettings, apply_preset, deep_update, substitute_models  # noqa: E402
+from mlpsych.settings import (  # noqa: E402
+    FAST_CASCADE,
+    CascadeSettings,
+    RunSettings,
+    apply_preset,
+    deep_update,
+    substitute_models,
+)
 
 METRICS = ("F1", "EMat", "Ment", "mF1", "pF1", "spans/answer", "words/span")
 LABELS = {"spans/answer": "answers/paper", "words/span": "words/answer"}
@@ -99,11 +106,12 @@ ARMS: dict[str, Arm] = {
 def fold_arm(config: str) -> Arm:
     """The fast preset with the cascade configuration ``config`` ("fuse=signals spans=100 ..." as
     cascade_retrieval.py names them): ``general`` has q4 also ask about machine learning in general,
-    ``bridge_windows`` says where its sub-questions read (the preset's value when not named)."""
+    ``bridge_windows`` says where its sub-questions read (the setting's default when not named: names written
+    before it existed)."""
     fields = dict(part.split("=") for part in config.split())
     cascade = {"fuse": fields["fuse"], "mass": float(fields["mass"]), "spans": int(fields["spans"]),
                "min_windows": int(fields["min_windows"]),
-               "bridge_windows": fields.get("bridge_windows", FAST_CASCADE.bridge_windows)}
+               "bridge_windows": fields.get("bridge_windows", CascadeSettings().bridge_windows)}
     questions: dict[str, dict[str, Any]] = {}
     for q in load_question_set("mlpsych").questions:
         if q.retrieval is None:
