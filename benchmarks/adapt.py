@@ -16,8 +16,10 @@ of the difference (papers resampled).
 
 Confidence (per k): a calibrator fitted (``mlpsych.coding.confidence.fit``) on the zero-shot answers of fold i's
 papers (the coded ones) and their gold labels gives the confidence of the answers of fold i+1 (zero-shot, and the
-adapted reader's); pooled over the folds: expected calibration error, Brier score, and the share of wrong answers
-among the least-sure 30%. Nothing is chosen on the papers a figure is reported on: folds, settings and rules are
+adapted reader's); the adapted reader's answers also get the calibrator ``mlpsych adapt`` wrote in its folder,
+cross-fitted on its coded papers by readers adapted on the other coded papers (reading as the benchmark reads);
+pooled over the folds: expected calibration error, Brier score, and the share of wrong answers among the least-sure
+30%. Nothing is chosen on the papers a figure is reported on: folds, settings and rules are
 fixed beforehand.
 
 Every step is kept under ``--work`` (answers as JSON, adapted readers, their checkpoints, the reading cache), so a
@@ -34,6 +36,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -106,8 +110,10 @@ def read(reader: str, docs: list[Document], asked: list[str], work: Path, name: 
     return rows
 
 
-def adapt_fold(reader: str, data: Path, raw_gold: dict, papers: list[str], work: Path, extra: list[str]) -> Path:
-    """The reader adapted on ``papers`` through the command line's --gold form (resumes from its checkpoints)."""
+def adapt_fold(reader: str, data: Path, raw_gold: dict, papers: list[str], work: Path, extra: list[str],
+               read: str) -> Path:
+    """The reader adapted on ``papers`` through the command line's --gold form (resumes from its checkpoints); its
+    calibrator's fold readers read as the benchmark's runs do (``--calibration-read``)."""
     from mlpsych.cli import main as cli
 
     out = work / "reader"
@@ -118,7 +124,7 @@ def adapt_fold(reader: str, data: Path, raw_gold: dict, papers: list[str], work:
                          encoding="utf-8")
     started = time.perf_counter()
     code = cli(["adapt", "--reader", reader, "--texts", str(data / "text.json"), "--gold", str(gold_file),
-                "--out", str(out), "--checkpoints", str(work / "checkpoints"), *extra])
+                "--out", str(out), "--checkpoints", str(work / "checkpoints"), "--calibration-read", read, *extra])
     if code != 0:
         raise SystemExit(f"adapt failed with exit code {code}")
     seconds = time.perf_counter() - started
@@ -201,6 +207,32 @@ def confidence(runs: list[FoldRun], zero: list[dict], texts: dict[str, str], kin
     return pooled
 
 
+def own_calibrator_rows(runs: list[FoldRun], zero: list[dict], texts: dict[str, str], kinds: dict[str, str], label,
+                        readers: list[Path]) -> dict[tuple[str, str], tuple[list[float], list[bool]]]:
+    """Confidence and gold labels of the adapted reader's answers from the calibrator ``mlpsych adapt`` wrote in
+    its folder (cross-fitted on its coded papers), pooled over the folds: every answer of the reader ("adapted"),
+    and as ``mlpsych run --adapted`` calibrates ("as run": the reader's calibrator for the questions it answers,
+    the base reader's answers to the others by a calibrator fitted on the coded papers' zero-shot answers)."""
+    from mlpsych.coding.crossfit import reader_calibrator
+
+    pooled: dict[tuple[str, str], tuple[list[float], list[bool]]] = {}
+    for run, reader in zip(runs, readers):
+        path = reader_calibrator(str(reader))
+        if path is None:
+            log.warning("%s has no calibrator of its own", reader)
+            continue
+        own = cf.Calibrator.load(path)
+        coded = cf.labelled([r for r in zero if r["paper_id"] in set(run.coded)], texts, kinds, label)
+        base = cf.fit(coded.x, coded.y, {}, groups=coded.papers)
+        for name, scored in (("adapted", run.rows), ("as run", as_run_reads([run], zero))):
+            test = cf.labelled(scored, texts, kinds, label)
+            theirs = np.isin(test.questions, list(run.answered)) if name == "as run" else np.ones(len(test.y), bool)
+            p, y = pooled.setdefault((name, "cross-fitted by adapt (its own)"), ([], []))
+            p.extend(np.where(theirs, own.predict(test.x), base.predict(test.x)))
+            y.extend(test.y)
+    return pooled
+
+
 def _fmt(value: float, interval: tuple[float, float] | None = None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -251,6 +283,7 @@ def main() -> None:
     for k in (int(v) for v in args.k.split(",")):
         folds = folds_of(papers, k)
         runs: list[FoldRun] = []
+        readers: list[Path] = []
         seconds = []
         only = {int(v) for v in args.folds.split(",")} if args.folds else None
         for i, fold in enumerate(folds):
@@ -259,7 +292,8 @@ def main() -> None:
             test = folds[(i + 1) % len(folds)]
             work = args.work / variant / f"k{k}" / f"fold{i}"
             work.mkdir(parents=True, exist_ok=True)
-            reader = adapt_fold(args.reader, args.data, raw_gold, fold, work, extra)
+            reader = adapt_fold(args.reader, args.data, raw_gold, fold, work, extra, args.read)
+            readers.append(reader)
             timing = work / "adapt-seconds.json"
             if timing.is_file():
                 seconds.append(json.loads(timing.read_text())["seconds"])
@@ -267,7 +301,9 @@ def main() -> None:
                         args.read)
             runs.append(FoldRun(fold, test, rows, tuple(adapted_questions(reader))))
         adapted = [row for run in runs for row in run.rows]
-        conf = confidence(runs, zero, texts, kinds, lambda row, item: cf.gold_label(item, gold))
+        label = lambda row, item: cf.gold_label(item, gold)  # noqa: E731
+        conf = {**confidence(runs, zero, texts, kinds, label),
+                **own_calibrator_rows(runs, zero, texts, kinds, label, readers)}
         scored = [p for p in papers if any(p in folds[(i + 1) % len(folds)] for i in range(len(folds))
                                            if only is None or i in only)]
         zero_items = scores(gold, zero, asked, scored, "zero-shot")

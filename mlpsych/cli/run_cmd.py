@@ -179,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
     from mlpsych.cli.ingest_cmd import ingest_from_args
     from mlpsych.coding.adapt import AdaptError, use_adapted
     from mlpsych.coding.confidence import Calibrator, CalibratorError
+    from mlpsych.coding.crossfit import reader_calibrator
     from mlpsych.engines import EngineError, get_engine
     from mlpsych.export import WRITERS, write_result
     from mlpsych.ingest import discover
@@ -207,6 +208,13 @@ def run(args: argparse.Namespace) -> int:
         Calibrator.load(settings.answers.calibrator)  # a bad file fails now, not after the reading
     except CalibratorError as error:
         raise UserError(f"--calibrator: {error}") from None
+    for reader in args.adapted:  # and so does an adapted reader's own calibrator
+        own = reader_calibrator(reader)
+        try:
+            if own is not None:
+                Calibrator.load(own)
+        except CalibratorError as error:
+            raise UserError(f"--adapted {reader}: its {error}") from None
     discover(args.papers)  # a missing or empty folder is said before the models are looked for
     if args.engine == "local":  # a Ray cluster's nodes may hold models this machine does not
         check_models(questions, settings, args.cache)

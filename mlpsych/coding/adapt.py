@@ -14,7 +14,9 @@ sentences, about ``passage_words`` long):
 Training is ``mlpsych dev train-reader``'s loop (:func:`mlpsych.dev.train_reader.fit`: checkpoints that resume,
 safetensors, progress bar with an ETA), optionally with general SQuAD 2.0 records replayed against forgetting. The
 folder is written beside its destination and renamed into place, so it is never half written; its
-``mlpsych_reader.json`` records the base reader, the papers and questions it learnt from and the counts.
+``mlpsych_reader.json`` records the base reader, the papers and questions it learnt from and the counts. Then a
+calibrator for the reader's answers, cross-fitted on the coded papers (:mod:`mlpsych.coding.crossfit`), is added
+to the folder (it says what it was fitted on).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 from mlpsych.coding.coded import Coding, CodedSpan
+from mlpsych.coding.crossfit import CALIBRATOR_FILE, CrossFitted, cross_fitted_calibrator
 from mlpsych.dev.train_reader import (
     META_FILE,
     SquadExample,
@@ -44,6 +47,7 @@ from mlpsych.dev.train_reader import (
 from mlpsych.documents import Document, sentence_spans
 from mlpsych.errors import UserError
 from mlpsych.questions import QuestionSet, QuestionTemplate
+from mlpsych.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +73,7 @@ class AdaptOptions:
     replay_share: float = 0.5  # replayed records per coded record
     heldout_papers: int = 0  # the last coded papers, scored (passage level) and not trained on
     min_answers: int = MIN_ANSWERS  # coded answers a question needs for runs to use the adapted reader for it
+    calibration_folds: int = 2  # folds of coded papers the calibrator is cross-fitted on (0: no calibrator)
     seed: int = 0
 
 
@@ -218,7 +223,8 @@ def replay_records(path: Path, n: int, seed: int) -> list[SquadExample]:
 
 @dataclass
 class AdaptResult:
-    """What ``adapt`` did: the folder (None when stopped early), the steps and the counts it recorded."""
+    """What ``adapt`` did: the folder (None when stopped early), the steps, the counts it recorded and its
+    answers' calibrator (None when stopped early)."""
 
     out_dir: Path | None
     checkpoint_dir: Path
@@ -226,6 +232,7 @@ class AdaptResult:
     steps_total: int
     resumed_from: int
     meta: dict
+    calibration: CrossFitted | None = None
 
 
 def adapt_settings(reader: str, **changes) -> TrainSettings:
@@ -242,11 +249,13 @@ def adapt_settings(reader: str, **changes) -> TrainSettings:
 
 def adapt(coding: Coding, documents: dict[str, Document], questions: QuestionSet, out_dir: Path,
           settings: TrainSettings, options: AdaptOptions | None = None, *, checkpoints: Path | None = None,
-          max_steps: int | None = None, progress: bool = True, source: dict | None = None) -> AdaptResult:
+          max_steps: int | None = None, progress: bool = True, source: dict | None = None,
+          run_settings: RunSettings | None = None) -> AdaptResult:
     """Adapt ``settings.base_model`` on ``coding`` and write the reader to ``out_dir`` (see the module docstring).
 
     Raises :class:`AdaptError` when nothing is coded or a coded question is not in ``questions``. ``source``
-    (what the coding was read from) goes into ``mlpsych_reader.json``.
+    (what the coding was read from) goes into ``mlpsych_reader.json``; ``run_settings``: how the runs that will
+    use the reader read (the fold readers of its calibrator read so; default: a run's defaults).
     """
     options = options or AdaptOptions()
     out_dir = Path(out_dir)
@@ -271,8 +280,7 @@ def adapt(coding: Coding, documents: dict[str, Document], questions: QuestionSet
     if not any(e.answerable for e in records.examples):
         raise AdaptError("the coding holds no answer that was found in the papers (every coded answer was marked "
                          "wrong or skipped): mark or add some correct answers first")
-    replay = replay_records(options.replay, round(options.replay_share * len(records.examples)), options.seed) \
-        if options.replay else []
+    replay = _replay(options, len(records.examples))
     checkpoints = checkpoints or cache_root() / "adapted" / out_dir.name / "checkpoints"
     log.info("adapting %s on %d papers: %d records (%d with an answer) + %d replayed", settings.base_model,
              len(trained.papers), len(records.examples), sum(e.answerable for e in records.examples), len(replay))
@@ -297,7 +305,41 @@ def adapt(coding: Coding, documents: dict[str, Document], questions: QuestionSet
                                                                    desc="held out"))}
     meta["heldout"] = heldout
     _write_atomically(out_dir, fitted, settings, meta)
-    return AdaptResult(out_dir, fitted.checkpoint_dir, fitted.step, fitted.steps_total, fitted.resumed_from, meta)
+    result = AdaptResult(out_dir, fitted.checkpoint_dir, fitted.step, fitted.steps_total, fitted.resumed_from, meta)
+    del fitted  # the fold readers train next: one model in memory at a time
+    # The reader is usable from here; its calibrator follows (runs use the default calibrator until it is there).
+    log.info("reader written to %s; cross-fitting its calibrator", out_dir)
+    result.calibration = _calibrate(trained, documents, questions, settings, options, run_settings or RunSettings(),
+                                    checkpoints / "calibration", progress)
+    if result.calibration.calibrator is not None:
+        result.calibration.calibrator.save(out_dir / CALIBRATOR_FILE)
+    return result
+
+
+def _replay(options: AdaptOptions, coded_records: int) -> list[SquadExample]:
+    return replay_records(options.replay, round(options.replay_share * coded_records), options.seed) \
+        if options.replay else []
+
+
+def _calibrate(coding: Coding, documents: dict[str, Document], questions: QuestionSet, settings: TrainSettings,
+               options: AdaptOptions, run_settings: RunSettings, workdir: Path, progress: bool) -> CrossFitted:
+    """The reader's calibrator, cross-fitted on ``coding`` by fold readers trained as this reader was."""
+
+    def train_fold(part: Coding, folder: Path, description: str) -> Path | None:
+        examples = build_records(part, documents, questions, options).examples
+        if not any(e.answerable for e in examples):
+            return None
+        examples += _replay(options, len(examples))
+        # kept per training records and settings: a rerun on other coding does not reuse a stale fold reader
+        reader = folder / settings.fingerprint(examples) / "reader"
+        if (reader / META_FILE).is_file():  # written last: the fold reader is complete
+            return reader
+        fold = fit(examples, settings, folder / "checkpoints", progress=progress, desc=description)
+        save_reader(reader, fold.model, fold.tokenizer, settings, {"calibration_fold_of": part.papers})
+        return reader
+
+    return cross_fitted_calibrator(coding, documents, questions, options.calibration_folds, run_settings, workdir,
+                                   train_fold, progress)
 
 
 def _write_atomically(out_dir: Path, fitted, settings: TrainSettings, meta: dict) -> None:
@@ -399,6 +441,14 @@ def summary_lines(result: AdaptResult) -> Sequence[str]:
                  f"needs {min_answers_of(section)} coded answers; code more to add the others)")
     for line in section["skipped"]:
         lines.append(f"  skipped: {line}")
+    calibration = result.calibration
+    if calibration is not None and calibration.calibrator is None:
+        lines.append(f"no calibrator for its answers: {calibration.reason} (runs use the default or --calibrator)")
+    elif calibration is not None:
+        fitted_on = calibration.calibrator.fitted_on
+        lines.append(f"its answers' calibrator ({result.out_dir / CALIBRATOR_FILE}): fitted on {fitted_on['answers']} "
+                     f"answers of the coded papers ({fitted_on['correct']} correct) read by readers adapted on the "
+                     "other papers")
     heldout = result.meta.get("heldout")
     if heldout:
         lines.append(f"held out {len(heldout['papers'])} papers (passages): answerable F1 "

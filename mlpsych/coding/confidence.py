@@ -233,11 +233,15 @@ def scored_from_answer(answer) -> Scored:
                   answer.start is not None and answer.stage != AnswerStage.UNGROUNDED, answer.bridge_entity)
 
 
-def add_confidence(answers: Sequence, texts: dict[str, str], kinds: dict[str, str], calibrator: Calibrator) -> None:
-    """The confidence stage: every final answer's ``confidence`` (the other rows are not shown to coders)."""
+def add_confidence(answers: Sequence, texts: dict[str, str], kinds: dict[str, str], calibrator: Calibrator,
+                   by_question: dict[str, Calibrator] | None = None) -> None:
+    """The confidence stage: every final answer's ``confidence`` (the other rows are not shown to coders), from
+    its question's calibrator in ``by_question`` (an adapted reader's own) or else ``calibrator``."""
     finals = [a for a in answers if a.final]
-    p = calibrator.predict(feature_matrix([scored_from_answer(a) for a in finals], texts, kinds))
-    for answer, value in zip(finals, p):
+    x = feature_matrix([scored_from_answer(a) for a in finals], texts, kinds)
+    by_question = by_question or {}
+    for i, answer in enumerate(finals):
+        value = by_question.get(answer.question_id, calibrator).predict(x[i:i + 1])[0]
         answer.confidence = round(float(value), 4)
 
 
@@ -284,12 +288,13 @@ def sheet_label(row: dict[str, Any]) -> bool | None:
 
 @dataclass
 class Labelled:
-    """Answers a label has a verdict on: features, verdicts, and each answer's paper (what the penalty's
-    cross-validation holds out together)."""
+    """Answers a label has a verdict on: features, verdicts, each answer's paper (what the penalty's
+    cross-validation holds out together) and question."""
 
     x: np.ndarray
     y: np.ndarray
     papers: list[str]
+    questions: list[str]
 
 
 def labelled(rows: Sequence[dict[str, Any]], texts: dict[str, str], kinds: dict[str, str], label) -> Labelled:
@@ -303,7 +308,8 @@ def labelled(rows: Sequence[dict[str, Any]], texts: dict[str, str], kinds: dict[
     x = feature_matrix(items, texts, kinds)
     verdicts = [label(r, item) for r, item in zip(finals, items)]
     keep = [i for i, v in enumerate(verdicts) if v is not None]
-    return Labelled(x[keep], np.array([verdicts[i] for i in keep], dtype=bool), [items[i].paper_id for i in keep])
+    return Labelled(x[keep], np.array([verdicts[i] for i in keep], dtype=bool), [items[i].paper_id for i in keep],
+                    [items[i].question_id for i in keep])
 
 
 @dataclass

@@ -89,7 +89,7 @@ class Pipeline:
         """The stages of every level, in order: the one place a stage is added."""
         return [FollowUpStage(self.settings), SizingStage(), SelectStage(self.settings), ReadStage(self.settings),
                 MergeStage(self.settings), NormalizeStage(self.settings),
-                ConfidenceStage(self.settings, {q.id: q.kind for q in self.questions.questions})]
+                ConfidenceStage(self.settings, self.questions)]
 
     # What the pipeline did over its life (a long-lived worker reports their growth per chunk).
     @property
