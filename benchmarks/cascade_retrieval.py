@@ -29,6 +29,12 @@ in-sample figures (the rule applied to all 34 papers and measured on them) are l
 ``--bridge-windows small,source`` also scores q4 with its sub-questions read from the windows chosen for q1 that
 name the entity (``CascadeSettings.bridge_windows``; no small read for those, the rest as before) and judges it
 the same way: the rule restricted to each value, two-fold. The main sections keep the preset's value.
+
+``--unseen-software`` scores each paper as if the ``software`` signal's vocabulary had never heard of that paper's
+own tools: the vocabulary's specific names found in the paper's gold q2 answers (every spelling, and the other
+name of the same tool in ``ALIASES``) are left out (``signals.window_terms``'s ``exclude``) when its windows are
+scored; the generic words (software, package, library, version, implemented ...) and version numbers stay. It
+measures how much of q2's coverage rests on the vocabulary naming the papers' software.
 """
 
 from __future__ import annotations
@@ -52,6 +58,12 @@ from mlpsych.questions import load_question_set  # noqa: E402
 from mlpsych.reading.cost import flops  # noqa: E402
 from mlpsych.reading.reader import Query, Reader  # noqa: E402
 from mlpsych.retrieval import WindowSelector, cascade, plan_for  # noqa: E402
+from mlpsych.retrieval.signals import (  # noqa: E402
+    TERM_SIGNALS,
+    signal_scores,
+    software_names,
+    term_key,
+)
 from mlpsych.retrieval.tradeoff import choose_point  # noqa: E402
 from mlpsych.settings import (  # noqa: E402
     FAST_CASCADE,
@@ -72,20 +84,36 @@ SHARED = {"fuse": ["small", "question", "signals"], "spans": [20, 50, 100], "min
 FOLLOW = {"general": [False, True], "bridge_windows": [FAST_CASCADE.bridge_windows]}
 FIELDS = ("gold", "full_hits", "read_hits", "windows", "small", "large", "full", "same")
 F = {name: i for i, name in enumerate(FIELDS)}
+# One tool under two keys of the software vocabulary: a vocabulary that never heard of one never heard of the other.
+ALIASES = {"sklearn": "scikit learn", "scikit learn": "sklearn", "huggingface": "hugging face",
+           "hugging face": "huggingface"}
 
 
 class MemoSelector(WindowSelector):
-    """Signal scores kept per paper, question and signal: the grid asks for the same ones hundreds of times."""
+    """Signal scores kept per paper, question and signal: the grid asks for the same ones hundreds of times.
 
-    def __init__(self, settings: RetrievalSettings) -> None:
+    ``exclude``: keys of vocabulary terms the pattern signals leave out (``--unseen-software``)."""
+
+    def __init__(self, settings: RetrievalSettings, exclude: frozenset[str] = frozenset()) -> None:
         super().__init__(settings)
+        self.exclude = exclude
         self._memo: dict[tuple, object] = {}
 
     def scores(self, plan, question, texts, signal):
         key = (question, plan.terms, signal, hash(tuple(texts)))
         if key not in self._memo:
-            self._memo[key] = super().scores(plan, question, texts, signal)
+            if self.exclude and signal in TERM_SIGNALS:
+                self._memo[key] = signal_scores(signal, texts, exclude=self.exclude)
+            else:
+                self._memo[key] = super().scores(plan, question, texts, signal)
         return self._memo[key]
+
+
+def unseen_software(answers: list[dict]) -> frozenset[str]:
+    """The software vocabulary's names (keys, with their ``ALIASES``) found in a paper's gold q2 answers, and each
+    answer's own key (a gold "statsmodel" is the vocabulary's "statsmodels"; a key it lacks excludes nothing)."""
+    names = {key for a in answers for key in software_names(a["text"]) | {term_key(a["text"])}}
+    return frozenset(names | {ALIASES[n] for n in names if n in ALIASES})
 
 
 def full_read_tokens(reader: Reader, doc: Document, question: str) -> int:
@@ -152,11 +180,13 @@ class LargeWindows:
         return self._lengths[text]
 
 
-def score_question(config: dict, q, doc: Document, gold, store, large: LargeWindows, fast_models, selector,
-                   full_cost: dict, source: cascade.Ranges = ()) -> tuple[np.ndarray, cascade.Ranges]:
+def score_question(config: dict, q, doc: Document, gold, store, large: LargeWindows, fast_models,
+                   selectors: dict[str, MemoSelector], full_cost: dict,
+                   source: cascade.Ranges = ()) -> tuple[np.ndarray, cascade.Ranges]:
     """The fields of ``FIELDS`` for one question of one paper under one configuration (q4: all its sub-questions),
-    and the windows read; ``source``: the windows read for q1 (q4's sub-questions read those naming their entity
-    under ``bridge_windows=source``)."""
+    and the windows read; ``selectors``: each paper's; ``source``: the windows read for q1 (q4's sub-questions
+    read those naming their entity under ``bridge_windows=source``)."""
+    selector = selectors[doc.id]
     settings = RetrievalSettings(read="retrieve", cascade=CascadeSettings(
         model="small", mass=config["mass"], spans=config["spans"], min_windows=config["min_windows"],
         fuse=config["fuse"]))
@@ -300,6 +330,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bridge-windows", default=FAST_CASCADE.bridge_windows,
                         help="values of CascadeSettings.bridge_windows to score, comma-separated (small,source "
                              "judges q4's sub-questions read from q1's windows)")
+    parser.add_argument("--unseen-software", action="store_true", help="score each paper without the software "
+                        "vocabulary's names of its own gold q2 answers (as if its tools were unknown)")
     args = parser.parse_args(argv)
     FOLLOW["bridge_windows"] = args.bridge_windows.split(",")
     logging.basicConfig(level=logging.WARNING)
@@ -333,10 +365,17 @@ def main(argv: list[str] | None = None) -> None:
                 tokens = full_read_tokens(full_reader, doc, text)
                 full_cost[(doc.id, text)] = {"template": sum(flops(m, tokens) for m in q.models),
                                              "fast": sum(flops(m, tokens) for m in fast_models[q.id])}
+    shared = MemoSelector(RetrievalSettings(read="retrieve"))
+    selectors = {pid: shared for pid in ids}
+    if args.unseen_software:
+        print("--unseen-software: each paper scored without the software vocabulary's names in its gold q2 answers")
+        for pid in ids:
+            unseen = unseen_software(gold.get("q2", {}).get(pid, []))
+            if unseen:
+                selectors[pid] = MemoSelector(RetrievalSettings(read="retrieve"), exclude=unseen)
+            print(f"  {pid}: {', '.join(sorted(unseen)) or '-'}")
     every_name, every_result = score_all(docs, template, gold=gold, store=store, large=LargeWindows(large),
-                                         fast_models=fast_models,
-                                         selector=MemoSelector(RetrievalSettings(read="retrieve")),
-                                         full_cost=full_cost)
+                                         fast_models=fast_models, selectors=selectors, full_cost=full_cost)
     print(f"{len(every_name)} configurations scored\n")
     out: dict = {}
     if len(FOLLOW["bridge_windows"]) > 1:
@@ -381,7 +420,7 @@ def main(argv: list[str] | None = None) -> None:
         index = names.index({**point, "mass": mass})
         out.setdefault("curve", {})[mass] = report(f"mass={mass}", results[index].sum(0), len(ids))
     if args.json:
-        out.update(held_out=held, shipped=name_of(names[shipped]))
+        out.update(held_out=held, shipped=name_of(names[shipped]), unseen_software=args.unseen_software)
         args.json.write_text(json.dumps(out, indent=1))
 
 

@@ -56,13 +56,18 @@ decoder; automated; computational; embedding; ensemble; supervised; unsupervised
 regularized; penalized; predictive model; prediction model; predictive modeling; area under the curve;
 overfitting
 """
-_SOFTWARE = """
-software; package; library; toolbox; toolkit; version; Python; R; SPSS; Stata; SAS; MATLAB; Matlab; Mplus;
-scikit-learn; sklearn; caret; glmnet; randomForest; ranger; xgboost; e1071; nnet; keras; Keras; TensorFlow;
-tensorflow; PyTorch; pytorch; Weka; WEKA; RapidMiner; KNIME; NLTK; spaCy; gensim; Gensim; Hugging Face;
-HuggingFace; pandas; NumPy; numpy; SciPy; statsmodels; lme4; mlr; tidymodels; quanteda; stm; topicmodels;
-tidytext; LIWC; Orange; JASP; jamovi; AMOS; lavaan; RStudio; CRAN; GitHub; Java; Julia; Excel; implemented;
-implementation; open-source; source code; script; function
+# Software: specific names (tools, packages, languages) and the generic words around them, kept apart so a
+# benchmark can take a paper's own tools out of the vocabulary (``exclude``) and see what the generic words find.
+_SOFTWARE_NAMES = """
+Python; R; SPSS; Stata; SAS; MATLAB; Matlab; Mplus; scikit-learn; sklearn; caret; glmnet; randomForest; ranger;
+xgboost; e1071; nnet; keras; Keras; TensorFlow; tensorflow; PyTorch; pytorch; Weka; WEKA; RapidMiner; KNIME; NLTK;
+spaCy; gensim; Gensim; Hugging Face; HuggingFace; pandas; NumPy; numpy; SciPy; statsmodels; lme4; mlr; tidymodels;
+quanteda; stm; topicmodels; tidytext; LIWC; Orange; JASP; jamovi; AMOS; lavaan; RStudio; CRAN; GitHub; Java; Julia;
+Excel
+"""
+_SOFTWARE_WORDS = """
+software; package; library; toolbox; toolkit; version; implemented; implementation; open-source; source code;
+script; function
 """
 _AIMS = """
 aim; aimed; purpose; goal; objective; research question; hypothesis; hypotheses; hypothesize; hypothesized;
@@ -96,36 +101,52 @@ def term_pattern(terms: Sequence[str]) -> re.Pattern:
     return re.compile(r"(?<!\w)(?:" + "|".join(parts) + r")(?!\w)", re.IGNORECASE)
 
 
-def _key(match: str) -> str:
+def term_key(match: str) -> str:
     """Matched text folded to one key per term: "Random-Forests" and "random forest" are one method."""
     key = re.sub(r"[\s\-]+", " ", match.lower()).strip()
     return key[:-1] if key.endswith("s") and len(key) > 3 else key
 
 
+def _kept(block: str, exclude: frozenset[str]) -> list[str]:
+    """The vocabulary's terms whose key (as ``window_terms`` reports it) is not in ``exclude``."""
+    return [t for t in _terms(block) if term_key(t) not in exclude]
+
+
 @lru_cache(maxsize=None)
-def _patterns() -> dict[str, re.Pattern]:
-    return {"methods": term_pattern(_terms(_METHODS) + _terms(_GENERIC)), "software": term_pattern(_terms(_SOFTWARE)),
-            "aims": term_pattern(_terms(_AIMS))}
+def _patterns(exclude: frozenset[str] = frozenset()) -> dict[str, re.Pattern]:
+    software = sorted(_kept(_SOFTWARE_NAMES, exclude) + _kept(_SOFTWARE_WORDS, exclude), key=len, reverse=True)
+    return {"methods": term_pattern(_kept(_METHODS, exclude) + _kept(_GENERIC, exclude)),
+            "software": term_pattern(software), "aims": term_pattern(_kept(_AIMS, exclude))}
 
 
 @lru_cache(maxsize=None)
 def _generic_keys() -> frozenset[str]:
-    return frozenset(_key(t) for t in _terms(_GENERIC))
+    return frozenset(term_key(t) for t in _terms(_GENERIC))
 
 
-def window_terms(signal: str, text: str) -> dict[str, float]:
-    """Distinct terms of a ``methods`` / ``software`` signal found in the text, with their weights."""
+def software_names(text: str) -> frozenset[str]:
+    """Keys of the software vocabulary's specific names (not its generic words) found in ``text``: what to
+    ``exclude`` to score a paper as if the vocabulary had never heard of the tools a text names."""
+    return frozenset(term_key(m.group()) for m in term_pattern(_terms(_SOFTWARE_NAMES)).finditer(text))
+
+
+def window_terms(signal: str, text: str, exclude: frozenset[str] = frozenset()) -> dict[str, float]:
+    """Distinct terms of a ``methods`` / ``software`` signal found in the text, with their weights.
+
+    ``exclude``: keys of vocabulary terms left out (every spelling of each), as if the vocabulary lacked them.
+    """
+    patterns = _patterns(frozenset(exclude))
     found: dict[str, float] = {}
     if signal == "methods":
         generic = _generic_keys()
-        for match in _patterns()["methods"].finditer(text):
-            key = _key(match.group())
+        for match in patterns["methods"].finditer(text):
+            key = term_key(match.group())
             found[key] = GENERIC_WEIGHT if key in generic else 1.0
         for match in _ACRONYM_DEFINITION.finditer(text):
             found["defines:" + match.group(1)] = 1.0
     elif signal == "software":
-        for match in _patterns()["software"].finditer(text):
-            found[_key(match.group())] = 1.0
+        for match in patterns["software"].finditer(text):
+            found[term_key(match.group())] = 1.0
         for match in _VERSION.finditer(text):
             found["version:" + match.group().lower()] = 1.0
     else:
@@ -133,12 +154,13 @@ def window_terms(signal: str, text: str) -> dict[str, float]:
     return found
 
 
-def signal_scores(signal: str, texts: Sequence[str]) -> np.ndarray:
-    """Score of each window for a pattern signal (not ``question``, which the selector scores itself)."""
+def signal_scores(signal: str, texts: Sequence[str], exclude: frozenset[str] = frozenset()) -> np.ndarray:
+    """Score of each window for a pattern signal (not ``question``, which the selector scores itself);
+    ``exclude`` as in ``window_terms``."""
     if signal in TERM_SIGNALS:
-        return np.asarray([sum(window_terms(signal, t).values()) for t in texts], dtype=np.float64)
+        return np.asarray([sum(window_terms(signal, t, exclude).values()) for t in texts], dtype=np.float64)
     if signal == "aims":
-        return np.asarray([len(_patterns()["aims"].findall(t)) for t in texts], dtype=np.float64)
+        return np.asarray([len(_patterns(frozenset(exclude))["aims"].findall(t)) for t in texts], dtype=np.float64)
     if signal == "purpose":
         return np.asarray([len(_PURPOSE.findall(t)) for t in texts], dtype=np.float64)
     if signal == "early":

@@ -178,7 +178,13 @@ def test_retrieval_terms_steer_a_vague_question():
 # -- pattern signals beside BM25 -----------------------------------------------------------------------
 
 from mlpsych.questions import load_question_set  # noqa: E402
-from mlpsych.retrieval.signals import diverse_order, reciprocal_rank_fusion, signal_scores, window_terms  # noqa: E402
+from mlpsych.retrieval.signals import (  # noqa: E402
+    diverse_order,
+    reciprocal_rank_fusion,
+    signal_scores,
+    software_names,
+    window_terms,
+)
 from mlpsych.settings import PRESETS  # noqa: E402
 
 
@@ -193,6 +199,15 @@ def test_software_signal_finds_names_packages_versions_and_not_a_lowercase_r():
     terms = window_terms("software", "Analyses were run in R (version 4.0.2) with the glmnet package; r = .32.")
     assert terms == {"r": 1.0, "version": 1.0, "version:version 4.0.2": 1.0, "glmnet": 1.0, "package": 1.0}
     assert window_terms("software", "The correlation was r = .32 in the sample.") == {}
+
+
+def test_software_signal_excludes_a_tool_in_every_spelling_and_keeps_the_rest():
+    text = "Models were fitted with TensorFlow and tensorflow (version 2.4.3) in Python; the glmnet package in R."
+    assert software_names(text) == {"tensorflow", "python", "glmnet", "r"}  # names only: not "package" or "version"
+    kept = window_terms("software", text, exclude=frozenset({"tensorflow", "glmnet"}))
+    assert kept == {"version": 1.0, "version:version 2.4.3": 1.0, "python": 1.0, "package": 1.0, "r": 1.0}
+    assert window_terms("software", text)["glmnet"] == 1.0  # the default vocabulary is untouched
+    assert signal_scores("software", [text], exclude=frozenset({"tensorflow", "glmnet"})).tolist() == [5.0]
 
 
 def test_aims_purpose_and_early_signals():

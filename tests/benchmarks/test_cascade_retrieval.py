@@ -1,0 +1,35 @@
+"""The cascade benchmark's unseen-software simulation: a paper's own tools leave the software signal, nothing else."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from mlpsych.retrieval import Plan
+from mlpsych.settings import RetrievalSettings
+
+# loaded from its file: benchmarks/ is a folder of scripts, and this test folder's name hides it as a package
+_SPEC = importlib.util.spec_from_file_location(
+    "cascade_retrieval", Path(__file__).resolve().parents[2] / "benchmarks" / "cascade_retrieval.py")
+cascade_retrieval = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = cascade_retrieval
+_SPEC.loader.exec_module(cascade_retrieval)
+MemoSelector, unseen_software = cascade_retrieval.MemoSelector, cascade_retrieval.unseen_software
+
+
+def test_unseen_software_takes_the_gold_answers_names_their_aliases_and_own_keys_but_no_generic_word():
+    answers = [{"text": "sklearn"}, {"text": "glmnet package"}, {"text": "statsmodel"}]
+    unseen = unseen_software(answers)
+    assert {"sklearn", "scikit learn", "glmnet", "statsmodel"} <= unseen
+    assert not unseen & {"package", "software", "version"}
+    assert unseen_software([]) == frozenset()
+
+
+def test_a_selector_with_unseen_software_scores_windows_without_those_names_only():
+    texts = ["We used scikit-learn in Python.", "The software package was implemented.", "Participants were 50."]
+    plan = Plan(mode="bm25", budget=1, signals=("software",))
+    seen = MemoSelector(RetrievalSettings(read="retrieve")).scores(plan, "q", texts, "software")
+    unseen = MemoSelector(RetrievalSettings(read="retrieve"), exclude=unseen_software([{"text": "sklearn"}]))
+    assert seen.tolist() == [2.0, 3.0, 0.0]
+    assert unseen.scores(plan, "q", texts, "software").tolist() == [1.0, 3.0, 0.0]
