@@ -246,7 +246,7 @@ PRESETS: dict[str, Preset] = {
     "fast": Preset(
         name="fast",
         purpose="quick on a laptop CPU",
-        cpu_cost="about 30-70 s per paper",
+        cpu_cost="about 30-90 s per paper",
         description="Laptop-friendly: a small SQuAD2 reader (MiniLM) reads every window, and one base-size reader "
                     "per question (instead of the large ensembles) reads only the windows where the small reader's "
                     "answers weigh most, ranked with the templates' retrieval signals; how many follows the paper "

@@ -322,7 +322,7 @@ def preset_choices() -> dict[str, str]:
 
 
 # What each preset is for, and what it costs on a machine without a GPU (benchmarks/README.md, end to end on this
-# project's 2-core CPU: fast 30-70 s per paper, reference 5-12 min; paper reads about 28x fast's FLOPs).
+# project's 2-core CPU: fast 30-90 s per paper, reference 5-12 min; paper reads about 28x fast's FLOPs).
 def preset_label(name: str, gpu: bool) -> str:
     """The preset's line in the sidebar: what it is for and, on a machine without a GPU, what it costs there."""
     preset = PRESETS[name]
