@@ -239,9 +239,13 @@ def add_confidence(answers: Sequence, texts: dict[str, str], kinds: dict[str, st
     its question's calibrator in ``by_question`` (an adapted reader's own) or else ``calibrator``."""
     finals = [a for a in answers if a.final]
     x = feature_matrix([scored_from_answer(a) for a in finals], texts, kinds)
-    by_question = by_question or {}
-    for i, answer in enumerate(finals):
-        value = by_question.get(answer.question_id, calibrator).predict(x[i:i + 1])[0]
+    p = calibrator.predict(x)
+    questions = np.array([a.question_id for a in finals])
+    for question, own in (by_question or {}).items():
+        mine = questions == question
+        if mine.any():
+            p[mine] = own.predict(x[mine])
+    for answer, value in zip(finals, p):
         answer.confidence = round(float(value), 4)
 
 
