@@ -22,9 +22,9 @@ class ConfidenceStage:
     def __init__(self, settings: RunSettings, questions: QuestionSet) -> None:
         self.settings = settings
         self.kinds = {q.id: q.kind for q in questions.questions}  # of every question of the run
-        self._own = {} if settings.answers.calibrator else {
-            q.id: path for q in questions.questions if len(q.models) == 1
-            for path in [reader_calibrator(q.models[0])] if path is not None}
+        own = {} if settings.answers.calibrator else {
+            q.id: reader_calibrator(q.models[0]) for q in questions.questions if len(q.models) == 1}
+        self._own = {q: path for q, path in own.items() if path is not None}
         self._calibrators: tuple[Calibrator, dict[str, Calibrator]] | None = None
 
     def plan(self, size: LevelSize) -> list[ProgressEvent]:
