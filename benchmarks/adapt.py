@@ -58,6 +58,7 @@ METRICS = ("F1", "Ment", "pF1", "spans/answer")
 ARM_LABELS = {"adapted": "every question read with it",
               "as run": "`mlpsych run --adapted`: the base reader for questions with too few coded answers"}
 LABELS = {"spans/answer": "answers/paper"}
+OWN = "cross-fitted by adapt (its own)"  # the calibrator `mlpsych adapt` wrote in the reader folder
 
 
 def reader_from_checkpoint(checkpoint: Path, work: Path) -> str:
@@ -170,66 +171,59 @@ def as_run_reads(runs: list[FoldRun], zero: list[dict]) -> list[dict]:
     return out
 
 
-def confidence(runs: list[FoldRun], zero: list[dict], texts: dict[str, str], kinds: dict[str, str],
-               label) -> dict[tuple[str, str], tuple[list[float], list[bool]]]:
+def confidence(runs: list[FoldRun], zero: list[dict], texts: dict[str, str], kinds: dict[str, str], label,
+               readers: list[Path] | None = None) -> dict[tuple[str, str], tuple[list[float], list[bool]]]:
     """Confidence and gold labels of the scored answers, pooled over the folds, per (answers, calibrator).
 
     Each fold's calibrator is fitted on its coded papers only: on their zero-shot answers (what a study has before
     adapting), and, for the adapted reader's answers, also on the adapted answers of its coded papers, which the
     fold before's reader gave (what a study has once it has coded answers of an adapted reader). That second
     calibrator needs three folds or more: with two, the fold before's reader learnt from the papers scored, and
-    none is fitted."""
-    pooled: dict[tuple[str, str], tuple[list[float], list[bool]]] = {}
-    by_test = {tuple(run.test): run for run in runs}
-
-    def add(name: str, fitted_on: str, train: list[dict], papers: list[str], scored: list[dict]) -> None:
-        data = cf.labelled(train, texts, kinds, label)
-        try:
-            calibrator = cf.fit(data.x, data.y, {"papers": papers}, groups=data.papers)
-        except cf.CalibratorError as error:  # e.g. no answer of these papers is correct
-            log.warning("%s: no calibrator on %s (%s); these papers get no confidence figures", name, papers[0], error)
-            return
-        test = cf.labelled(scored, texts, kinds, label)
-        p, y_all = pooled.setdefault((name, fitted_on), ([], []))
-        p.extend(calibrator.predict(test.x))
-        y_all.extend(test.y)
-
-    for run in runs:
-        coded, test = set(run.coded), set(run.test)
-        zero_coded = [r for r in zero if r["paper_id"] in coded]
-        add("zero-shot", "zero-shot answers", zero_coded, run.coded, [r for r in zero if r["paper_id"] in test])
-        add("adapted", "zero-shot answers", zero_coded, run.coded, run.rows)
-        if set(run.answered) != {r["question_id"] for r in run.rows}:  # some questions kept the base reader
-            add("as run", "zero-shot answers", zero_coded, run.coded, as_run_reads([run], zero))
-        before = by_test.get(tuple(run.coded))
-        if before is not None and not set(before.coded) & test:
-            add("adapted", "adapted answers", before.rows, run.coded, run.rows)
-    return pooled
-
-
-def own_calibrator_rows(runs: list[FoldRun], zero: list[dict], texts: dict[str, str], kinds: dict[str, str], label,
-                        readers: list[Path]) -> dict[tuple[str, str], tuple[list[float], list[bool]]]:
-    """Confidence and gold labels of the adapted reader's answers from the calibrator ``mlpsych adapt`` wrote in
-    its folder (cross-fitted on its coded papers), pooled over the folds: every answer of the reader ("adapted"),
-    and as ``mlpsych run --adapted`` calibrates ("as run": the reader's calibrator for the questions it answers,
-    the base reader's answers to the others by a calibrator fitted on the coded papers' zero-shot answers)."""
+    none is fitted. With the fold ``readers``, also the calibrator ``mlpsych adapt`` wrote in the folder
+    (cross-fitted on its coded papers): on every answer of the reader ("adapted"), and as ``mlpsych run
+    --adapted`` calibrates ("as run": the reader's for the questions it answers, the zero-shot answers' calibrator
+    for the base reader's answers to the others)."""
     from mlpsych.coding.crossfit import reader_calibrator
 
     pooled: dict[tuple[str, str], tuple[list[float], list[bool]]] = {}
-    for run, reader in zip(runs, readers):
-        path = reader_calibrator(str(reader))
-        if path is None:
-            log.warning("%s has no calibrator of its own", reader)
-            continue
-        own = cf.Calibrator.load(path)
-        coded = cf.labelled([r for r in zero if r["paper_id"] in set(run.coded)], texts, kinds, label)
-        base = cf.fit(coded.x, coded.y, {}, groups=coded.papers)
-        for name, scored in (("adapted", run.rows), ("as run", as_run_reads([run], zero))):
-            test = cf.labelled(scored, texts, kinds, label)
-            theirs = np.isin(test.questions, list(run.answered)) if name == "as run" else np.ones(len(test.y), bool)
-            p, y = pooled.setdefault((name, "cross-fitted by adapt (its own)"), ([], []))
-            p.extend(np.where(theirs, own.predict(test.x), base.predict(test.x)))
-            y.extend(test.y)
+    by_test = {tuple(run.test): run for run in runs}
+
+    def fitted(name: str, train: list[dict], papers: list[str]) -> cf.Calibrator | None:
+        data = cf.labelled(train, texts, kinds, label)
+        try:
+            return cf.fit(data.x, data.y, {"papers": papers}, groups=data.papers)
+        except cf.CalibratorError as error:  # e.g. no answer of these papers is correct
+            log.warning("%s: no calibrator on %s (%s); these papers get no confidence figures", name, papers[0], error)
+            return None
+
+    def add(name: str, fitted_on: str, scored: list[dict], predict) -> None:
+        test = cf.labelled(scored, texts, kinds, label)
+        p, y_all = pooled.setdefault((name, fitted_on), ([], []))
+        p.extend(predict(test))
+        y_all.extend(test.y)
+
+    for i, run in enumerate(runs):
+        coded, test = set(run.coded), set(run.test)
+        base = fitted("zero-shot", [r for r in zero if r["paper_id"] in coded], run.coded)
+        if base is not None:
+            add("zero-shot", "zero-shot answers", [r for r in zero if r["paper_id"] in test], lambda t: base.predict(t.x))
+            add("adapted", "zero-shot answers", run.rows, lambda t: base.predict(t.x))
+            if set(run.answered) != {r["question_id"] for r in run.rows}:  # some questions kept the base reader
+                add("as run", "zero-shot answers", as_run_reads([run], zero), lambda t: base.predict(t.x))
+        before = by_test.get(tuple(run.coded))
+        if before is not None and not set(before.coded) & test:
+            earlier = fitted("adapted", before.rows, run.coded)
+            if earlier is not None:
+                add("adapted", "adapted answers", run.rows, lambda t: earlier.predict(t.x))
+        path = reader_calibrator(str(readers[i])) if readers else None
+        if readers and path is None:
+            log.warning("%s has no calibrator of its own", readers[i])
+        if path is not None:
+            own = cf.Calibrator.load(path)
+            add("adapted", OWN, run.rows, lambda t: own.predict(t.x))
+            if base is not None:
+                add("as run", OWN, as_run_reads([run], zero), lambda t: np.where(
+                    np.isin(t.questions, list(run.answered)), own.predict(t.x), base.predict(t.x)))
     return pooled
 
 
@@ -302,8 +296,7 @@ def main() -> None:
             runs.append(FoldRun(fold, test, rows, tuple(adapted_questions(reader))))
         adapted = [row for run in runs for row in run.rows]
         label = lambda row, item: cf.gold_label(item, gold)  # noqa: E731
-        conf = {**confidence(runs, zero, texts, kinds, label),
-                **own_calibrator_rows(runs, zero, texts, kinds, label, readers)}
+        conf = confidence(runs, zero, texts, kinds, label, readers)
         scored = [p for p in papers if any(p in folds[(i + 1) % len(folds)] for i in range(len(folds))
                                            if only is None or i in only)]
         zero_items = scores(gold, zero, asked, scored, "zero-shot")
