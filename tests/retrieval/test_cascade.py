@@ -292,6 +292,25 @@ def test_the_rule_takes_the_cheapest_point_that_meets_every_target():
     assert choose_point([[0.96, 0.94], [0.96, 0.94]], [2.0, 1.0], targets) == 1
 
 
+def test_the_answer_rule_takes_the_cheapest_mass_whose_answers_and_coverage_hold():
+    from mlpsych.retrieval.tradeoff import choose_by_answers
+
+    masses, cost = [0.7, 0.9, 0.99], [1.0, 2.0, 3.0]
+    reference, tolerance = [0.30, 0.20], [0.01, 0.02]  # q1 against today's point, q4 against the full read
+    rule = dict(masses=masses, cost=cost, reference=reference, tolerance=tolerance, floor=0.9, fallback=0.99)
+    covered = [[0.95, 0.95]] * 3
+    # 0.7 loses 0.02 F1 on q1 (more than 0.01); 0.9 loses 0.01 on q1 and 0.02 on q4: within both tolerances
+    assert choose_by_answers(f1=[[0.28, 0.25], [0.29, 0.18], [0.30, 0.19]], coverage=covered, **rule) == 0.9
+    # the same answers, but 0.9 covers only 0.85 of q4's gold spans: below the floor, so 0.99
+    assert choose_by_answers(f1=[[0.28, 0.25], [0.29, 0.18], [0.30, 0.19]],
+                             coverage=[[0.95, 0.95], [0.95, 0.85], [0.95, 0.95]], **rule) == 0.99
+    # no mass qualifies (q4 short everywhere): today's mass
+    assert choose_by_answers(f1=[[0.30, 0.10]] * 3, coverage=covered, **rule) == 0.99
+    # a question without gold on these papers (NaN reference) does not constrain; equal cost goes to the higher mass
+    assert choose_by_answers(**{**rule, "reference": [0.30, float("nan")], "cost": [1.0, 1.0, 3.0]},
+                             f1=[[0.30, float("nan")]] * 3, coverage=covered) == 0.9
+
+
 def test_a_model_whose_architecture_is_unknown_has_no_flops_and_the_run_goes_on(tmp_path):
     assert Pipeline._gflops(str(tmp_path / "not-a-model"), 100) is None
     assert Pipeline._gflops("deepset/deberta-v3-large-squad2", 10**9) == round(flops(
