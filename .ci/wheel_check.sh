@@ -27,10 +27,25 @@ test -s out.xlsx
 "$work/venv/bin/mlpsych" run papers --questions "$work/tiny/questions.yaml" --preset fast \
     --small-reader "$work/tiny/bert" --out fast.xlsx --no-progress --max-sub-questions 2 --no-normalize
 test -s fast.xlsx
+# The coding loop as installed: the tiny BERT adapted on the examples' hand coding (its calibrator cross-fitted by
+# fold readers), then a run that reads with it and says so in its run sheet.
+"$work/venv/bin/mlpsych" adapt --reader "$work/tiny/bert" --texts papers --gold "$repo/examples/gold.json" \
+    --questions "$work/tiny/questions.yaml" --out adapted --epochs 1 --min-answers 1 --no-progress > adapt.txt
+test -s adapted/model.safetensors && test -s adapted/mlpsych_reader.json
+"$work/venv/bin/mlpsych" run papers --questions "$work/tiny/questions.yaml" --adapted adapted --out adapted.xlsx \
+    --no-progress --max-length 128 --stride 32 --max-sub-questions 2 --no-normalize
+"$work/venv/bin/python" - <<'PY'
+import pathlib, openpyxl
+run = {row[0]: row[1] for row in openpyxl.load_workbook("adapted.xlsx")["run"].iter_rows(values_only=True)}
+assert run["adapted_readers"].startswith("adapted: answered q1"), run["adapted_readers"]
+own = pathlib.Path("adapted/calibrator.json").is_file()  # none when the fold readers got no coded answer right
+assert own == ("q1: adapted/calibrator.json" in run["calibrator"]), (own, run["calibrator"])
+print("wheel: adapted reader used,", "with its own calibrator" if own else "no calibrator of its own")
+PY
 # A library name with models that are not on this machine: the one-line offline message, exit code 2.
 set +e
 "$work/venv/bin/mlpsych" run papers --questions mlpsych --only q2 --no-progress --out out2.xlsx 2> err.txt
 code=$?
 set -e
 grep -q "these models are needed and not available" err.txt && [ "$code" -eq 2 ] || { cat err.txt; exit 1; }
-echo "wheel: ok (installed outside the checkout, ran the library and tiny models)"
+echo "wheel: ok (installed outside the checkout, ran the library, tiny models and an adapted reader)"
