@@ -120,7 +120,7 @@ class Calibrator:
         if x.shape[0] == 0:
             return np.zeros(0)
         z = (x - np.array(self.mean)) / np.array(self.scale)
-        return 1.0 / (1.0 + np.exp(-(z @ np.array(self.weights) + self.intercept)))
+        return _logistic(z @ np.array(self.weights) + self.intercept)
 
     def to_json(self) -> str:
         return json.dumps({"features": list(self.features), "weights": self.weights, "intercept": self.intercept,
@@ -156,13 +156,17 @@ class Calibrator:
             raise CalibratorError(f"calibrator {source}: not a calibrator file ({error})") from None
 
 
+def _logistic(v: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-v))
+
+
 def _newton(z: np.ndarray, y: np.ndarray, l2: float, iterations: int = 50) -> np.ndarray:
     """Weights (the last one the intercept, not penalized) of a penalized logistic fit on standardized ``z``."""
     w = np.zeros(z.shape[1])
     penalty = np.full(z.shape[1], l2)
     penalty[-1] = 0.0
     for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(z @ w)))
+        p = _logistic(z @ w)
         gradient = z.T @ (y - p) - penalty * w
         hessian = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty) + 1e-9 * np.eye(len(w))
         step = np.linalg.solve(hessian, gradient)
@@ -202,7 +206,7 @@ def choose_l2(x: np.ndarray, y: np.ndarray, groups: Sequence[str], grid: Sequenc
         mean, scale = _moments(x[train])
         z_train, z_test = _standardized(x[train], mean, scale), _standardized(x[test], mean, scale)
         for i, l2 in enumerate(grid):
-            p = np.clip(1.0 / (1.0 + np.exp(-(z_test @ _newton(z_train, y[train], l2)))), 1e-6, 1 - 1e-6)
+            p = np.clip(_logistic(z_test @ _newton(z_train, y[train], l2)), 1e-6, 1 - 1e-6)
             loss[i] -= float(np.sum(y[test] * np.log(p) + (1 - y[test]) * np.log(1 - p)))
         scored = True
     if not scored:
