@@ -21,6 +21,12 @@ with paired bootstrap intervals, the windows read and the seconds. Each arm has 
 seconds are its whole cost. The F1 and Mentions of the paper take, for each gold answer, the best predicted answer,
 so more answers never lower them: read them beside answers per paper and mF1/pF1. Last, each ablation's decision
 by the rule of ``decide``.
+
+``--masses 0.7,...,0.99 --curve CURVE.json`` judges the fast cascade's mass by answers: one arm per mass (the
+preset otherwise as shipped), and the mass rule (``tradeoff.choose_by_answers`` with ``REFERENCE_MASS``,
+``TOLERANCE``, ``COVERAGE_FLOOR``; coverage and FLOPs from cascade_retrieval.py's ``--json``) applied on each half
+and measured on the other (arm ``fast-rule``, out of sample; ``--against paper,fast-mass0.99`` prints its
+differences from both), then on every paper.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from mlpsych.evaluation.metrics import ItemScore, aggregate  # noqa: E402
 from mlpsych.export import answer_rows  # noqa: E402
 from mlpsych.pipeline import Pipeline  # noqa: E402
 from mlpsych.questions import QuestionSet, load_question_set  # noqa: E402
+from mlpsych.retrieval.tradeoff import choose_by_answers  # noqa: E402
 from mlpsych.settings import (  # noqa: E402
     FAST_CASCADE,
     CascadeSettings,
@@ -122,6 +129,11 @@ def fold_arm(config: str) -> Arm:
     return Arm("fast", deep_update(FP32, {"retrieval": {"cascade": cascade}}), questions, deviation=config)
 
 
+def mass_arm(mass: float) -> Arm:
+    """The fast preset with its cascade's ``mass`` changed (its other settings as shipped)."""
+    return Arm("fast", deep_update(FP32, {"retrieval": {"cascade": {"mass": mass}}}), deviation=f"cascade mass {mass}")
+
+
 def arm_config(arm: Arm, library: QuestionSet, reader: str) -> tuple[QuestionSet, RunSettings]:
     questions, settings = apply_preset(arm.preset, library, RunSettings())
     data = deep_update(settings.model_dump(), arm.settings)
@@ -176,6 +188,14 @@ def bootstrap(items: list[ItemScore], metric: str, rounds: int, seed: int,
 # TIE) and cheaper (fewer windows read); otherwise the default takes the reference's behaviour.
 TIE = 0.005
 
+# The mass rule (``mlpsych.retrieval.tradeoff.choose_by_answers``), fixed before its figures were read
+# (2026-11-26): a mass qualifies on some papers where its F1 is within 0.01 of the mass-0.99 point's on q1-q3 and
+# within 0.02 of the full read's (`paper`) on q4, and its gold-span coverage (cascade_retrieval.py) is at least 0.90
+# on every question; the cheapest (FLOPs) qualifies; none: 0.99.
+REFERENCE_MASS = 0.99
+TOLERANCE = {"q1": 0.01, "q2": 0.01, "q3": 0.01, "q4": 0.02}
+COVERAGE_FLOOR = 0.90
+
 
 def decide(arm: str, figures: dict, runs: dict) -> tuple[str, str]:
     """``("keep" | "adopt", why)`` for an ablation arm (the default with one deviation set back to the reference)."""
@@ -205,6 +225,70 @@ def decide(arm: str, figures: dict, runs: dict) -> tuple[str, str]:
     return "adopt", f"{' / '.join(verdicts)} on the halves" + (" (not cheaper)" if "worse" not in verdicts else "")
 
 
+def arm_figures(run: dict, gold: dict, corpus: dict[str, str], halves: dict[str, list[str]], q4_papers: int) -> dict:
+    """An arm's items per question, pooled and per half (q4 on the first ``q4_papers`` papers it was asked of)."""
+    ids = list(corpus)
+    asked = run["asked"]
+    first = [q for q in asked if q != "q4"]
+    per_half = {h: items_by_question({q: {p: g for p, g in gold.get(q, {}).items() if p in papers}
+                                          for q in first}, run["rows"], first,
+                                     {p: corpus[p] for p in papers}) for h, papers in halves.items()}
+    pooled = items_by_question({q: {p: g for p, g in gold.get(q, {}).items() if p in corpus} for q in first},
+                               run["rows"], first, corpus)
+    if "q4" in asked:  # scored on the papers it was asked of
+        q4_ids = set(ids[: q4_papers])
+        for scope, papers in [("pooled", ids), *halves.items()]:
+            q4_gold = {"q4": {p: g for p, g in gold.get("q4", {}).items() if p in q4_ids and p in papers}}
+            if not q4_gold["q4"]:
+                continue
+            found = items_by_question(q4_gold, run["rows"], ["q4"],
+                                      {p: corpus[p] for p in papers if p in q4_ids})
+            (pooled if scope == "pooled" else per_half[scope])["q4"] = found.get("q4", [])
+    return {"pooled": pooled, "halves": per_half}
+
+
+def choose_mass(masses: list[float], figures: dict, curve: dict, scope: str) -> float:
+    """The mass rule on the papers of ``scope`` (a half, or "pooled" for all): F1 from this run's arms
+    (`fast-mass<m>`, `paper` for q4's reference), coverage and FLOPs from cascade_retrieval.py's curve; prints why."""
+    def f1(name: str, q: str) -> float:
+        scored = figures[name]["pooled"] if scope == "pooled" else figures[name]["halves"][scope]
+        return aggregate(scored[q])["F1"] if scored.get(q) else math.nan
+
+    questions = list(TOLERANCE)
+    points = [curve["curve"][str(m)] if scope == "pooled" else curve["curve_halves"][str(m)][scope] for m in masses]
+    cost = [p["tflops_per_paper"]["small"] + p["tflops_per_paper"]["large"] for p in points]
+    f1s = np.array([[f1(mass_name(m), q) for q in questions] for m in masses])
+    reference = [f1("paper" if q == "q4" else mass_name(REFERENCE_MASS), q) for q in questions]
+    covered = np.array([[p["coverage"][q] for q in questions] for p in points])
+    chosen = choose_by_answers(masses, cost, f1s, reference, [TOLERANCE[q] for q in questions], covered,
+                               COVERAGE_FLOOR, REFERENCE_MASS)
+    print(f"\nmass rule on {scope}: reference F1 " + ", ".join(f"{q} {r:.3f}" for q, r in zip(questions, reference)))
+    for m, row, cov, c in zip(masses, f1s, covered, cost):
+        print(f"  mass {m}: F1 " + " ".join(f"{v:.3f}" for v in row) + "; coverage " + " ".join(f"{v:.3f}" for v in cov)
+              + f"; TFLOPs per paper {c:.2f}" + ("  <- chosen" if m == chosen else ""))
+    return chosen
+
+
+def mass_name(mass: float) -> str:
+    return f"fast-mass{mass:g}"
+
+
+def held_out_cascade(curve: dict, chosen: dict[str, float]) -> str:
+    """Coverage, large windows and FLOPs of each half read at the mass chosen on the other, pooled (exact)."""
+    parts = [curve["curve_halves"][str(chosen[h])][h] for h in "AB"]
+    papers = sum(p["papers"] for p in parts)
+
+    def per_paper(figure: str, key: str) -> float:
+        return sum(p[figure][key] * p["papers"] for p in parts) / papers
+
+    hits = {q: [sum(p["hits"][q][i] for p in parts) for i in (0, 1)] for q in TOLERANCE}
+    full, small, large = (per_paper("tflops_per_paper", k) for k in ("full", "small", "large"))
+    return (", ".join(f"{q} {r / max(g, 1):.3f} ({r:.0f}/{g:.0f}, {per_paper('windows_per_paper', q):.1f} win)"
+                      for q, (r, g) in hits.items())
+            + f"; TFLOPs per paper: full read {full:.1f}, small {small:.2f}, large {large:.2f} -> "
+              f"{full / (small + large):.1f}x fewer")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
@@ -222,6 +306,14 @@ def main() -> None:
                         help="cascade_retrieval.py's --json output: adds the arm `fast-cv`, the fast preset whose "
                              "cascade settings for each half were chosen on the other half (out of sample), and "
                              "`fast-cv-<value>` per value of bridge_windows it judged other than the preset's")
+    parser.add_argument("--masses", default="", help="cascade masses, comma-separated: adds the arm `fast-mass<m>` "
+                        "per mass, the fast preset at that mass (one cache for all: the small reader reads the same; "
+                        "`fast-mass` in --q4-arms asks q4 in all)")
+    parser.add_argument("--curve", type=Path, default=None,
+                        help="cascade_retrieval.py's --json output: with --masses (0.99 among them) and `paper` asking "
+                             "q4, the mass rule (REFERENCE_MASS ...) chooses a mass on each half; adds the arm "
+                             "`fast-rule`, each half's answers at the mass chosen on the other (out of sample)")
+    parser.add_argument("--against", default="paper", help="arms the others' differences are printed from")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -235,6 +327,15 @@ def main() -> None:
     cache_dir = args.cache or Path(tempfile.mkdtemp(prefix="mlpsych-answer-quality-"))
 
     plans: dict[str, list[tuple[Arm, list[Document]]]] = {name: [(ARMS[name], docs)] for name in arms if name in ARMS}
+    labels = {name: ARMS[name].deviation or ARMS[name].preset for name in plans}
+    masses = [float(m) for m in args.masses.split(",") if m]
+    caches = {mass_name(m): "fast-mass" for m in masses}
+    for mass in masses:
+        plans[mass_name(mass)] = [(mass_arm(mass), docs)]
+        labels[mass_name(mass)] = mass_arm(mass).deviation
+        arms.append(mass_name(mass))
+    if "fast-mass" in q4_arms:
+        q4_arms |= set(caches)
     folds: dict[str, dict[str, str]] = {}  # arm -> half -> the cascade settings chosen on the other half
     if args.folds:
         chosen = json.loads(args.folds.read_text(encoding="utf-8"))
@@ -243,11 +344,12 @@ def main() -> None:
                       if value != FAST_CASCADE.bridge_windows})
     for name, held_out in folds.items():  # each half read with the cascade settings chosen on the other half
         plans[name] = [(fold_arm(held_out[h]), [d for d in docs if d.id in halves[h]]) for h in "AB"]
+        labels[name] = str(held_out)
         arms.append(name)
     runs: dict[str, dict] = {}
     for name in arms:
-        print(f"arm {name}: {ARMS[name].deviation or ARMS[name].preset if name in ARMS else folds[name]}", flush=True)
-        cache = ResultCache(cache_dir / name.lstrip("+"))
+        print(f"arm {name}: {labels[name]}", flush=True)
+        cache = ResultCache(cache_dir / caches.get(name, name.lstrip("+")))
         runs[name] = {"rows": [], "seconds": 0.0, "windows": 0, "errors": {}, "asked": ["q1", "q2", "q3"]}
         for arm, papers in plans[name]:
             if args.dtype:
@@ -270,25 +372,21 @@ def main() -> None:
         for doc_id, problems in runs[name]["errors"].items():
             print(f"  {doc_id}: {'; '.join(problems)}")
 
-    figures: dict[str, dict] = {}
-    for name in arms:
-        asked = runs[name]["asked"]
-        first = [q for q in asked if q != "q4"]
-        per_half = {h: items_by_question({q: {p: g for p, g in gold.get(q, {}).items() if p in papers}
-                                              for q in first}, runs[name]["rows"], first,
-                                         {p: corpus[p] for p in papers}) for h, papers in halves.items()}
-        pooled = items_by_question({q: {p: g for p, g in gold.get(q, {}).items() if p in corpus} for q in first},
-                                   runs[name]["rows"], first, corpus)
-        if "q4" in asked:  # scored on the papers it was asked of
-            q4_ids = set(ids[: args.q4_papers])
-            for scope, papers in [("pooled", ids), *halves.items()]:
-                q4_gold = {"q4": {p: g for p, g in gold.get("q4", {}).items() if p in q4_ids and p in papers}}
-                if not q4_gold["q4"]:
-                    continue
-                found = items_by_question(q4_gold, runs[name]["rows"], ["q4"],
-                                          {p: corpus[p] for p in papers if p in q4_ids})
-                (pooled if scope == "pooled" else per_half[scope])["q4"] = found.get("q4", [])
-        figures[name] = {"pooled": pooled, "halves": per_half}
+    figures = {name: arm_figures(runs[name], gold, corpus, halves, args.q4_papers) for name in arms}
+    if args.curve and masses:  # the mass rule on each half, measured on the other; then on every paper
+        curve = json.loads(args.curve.read_text(encoding="utf-8"))
+        chosen = {test: choose_mass(masses, figures, curve, train) for train, test in (("A", "B"), ("B", "A"))}
+        runs["fast-rule"] = {"rows": [r for h in "AB" for r in runs[mass_name(chosen[h])]["rows"]
+                                      if r["paper_id"] in halves[h]],
+                             "seconds": 0.0, "windows": 0, "asked": runs[mass_name(REFERENCE_MASS)]["asked"]}
+        figures["fast-rule"] = arm_figures(runs["fast-rule"], gold, corpus, halves, args.q4_papers)
+        arms.append("fast-rule")
+        print(f"\narm fast-rule: half A read at mass {chosen['A']} (chosen on B), half B at {chosen['B']} (chosen "
+              f"on A); its windows and seconds are those arms' (0 here)")
+        print(f"  cascade, held-out halves pooled (out of sample): {held_out_cascade(curve, chosen)}")
+        print(f"  the same at mass {REFERENCE_MASS}: {held_out_cascade(curve, dict.fromkeys('AB', REFERENCE_MASS))}")
+        shipped = choose_mass(masses, figures, curve, "pooled")
+        print(f"\nthe mass rule on all {len(ids)} papers (the preset's mass, in sample): {shipped}")
 
     print(f"\n{len(docs)} development papers (halves A, B of {len(halves['A'])} and {len(halves['B'])}), reader "
           f"{Path(args.reader).name} in every slot, LLM off; {args.rounds} bootstrap resamples of papers")
@@ -313,13 +411,14 @@ def main() -> None:
             agg = aggregate(pooled)
             print(f"| {n} | " + " | ".join(cells) + f" | {agg['spans/answer']:.1f} | {agg['words/span']:.1f} | "
                   f"{runs[n]['windows']} | {runs[n]['seconds']:.0f} |")
-        if "paper" in names and len(names) > 1:
-            print(f"\n{q}, difference from `paper` (arm minus paper), per half, pooled with paired 95% interval:\n")
+        for against in [a for a in args.against.split(",") if a in names and len(names) > 1]:
+            print(f"\n{q}, difference from `{against}` (arm minus {against}), per half, pooled with paired 95% "
+                  "interval:\n")
             print("| arm | " + " | ".join(f"Δ{LABELS.get(m, m)} A / B / pooled [95%]" for m in DIFF_METRICS) + " |")
             print("|---|" + "---|" * len(DIFF_METRICS))
-            base = figures["paper"]
+            base = figures[against]
             for n in names:
-                if n == "paper":
+                if n == against:
                     continue
                 cells = []
                 for m in DIFF_METRICS:
@@ -328,7 +427,8 @@ def main() -> None:
                     dp = aggregate(figures[n]["pooled"][q])[m] - aggregate(base["pooled"][q])[m]
                     lo, hi = bootstrap(figures[n]["pooled"][q], m, args.rounds, 1, other=base["pooled"][q])
                     cells.append(f"{da:+.3f} / {db:+.3f} / {dp:+.3f} [{lo:+.3f}, {hi:+.3f}]")
-                    out[n][q][f"diff_{m}"] = {"A": da, "B": db, "pooled": dp, "interval": [lo, hi]}
+                    out[n][q][f"diff_{m}" if against == "paper" else f"diff_{against}_{m}"] = {
+                        "A": da, "B": db, "pooled": dp, "interval": [lo, hi]}
                 print(f"| {n} | " + " | ".join(cells) + " |")
     ablations = [n for n in arms if n.startswith("+") and "paper" in arms]
     if ablations:

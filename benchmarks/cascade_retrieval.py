@@ -286,6 +286,9 @@ def report(label: str, sums: np.ndarray, n_papers: int) -> dict:
           f"fewer (the fast readers reading everything: {same / n_papers / 1e12:.1f} TFLOPs, "
           f"{same / (small + large):.2f}x)", flush=True)
     return {"coverage": dict(zip(QUESTIONS, cov.tolist())), "fewer_x": float(full / (small + large)),
+            "papers": n_papers,
+            "hits": {q: [float(sums[i, F["read_hits"]]), float(sums[i, F["full_hits"]])]
+                     for i, q in enumerate(QUESTIONS)},
             "fewer_x_same_readers": float(same / (small + large)),
             "windows_per_paper": dict(zip(QUESTIONS, (sums[:, F["windows"]] / n_papers).tolist())),
             "tflops_per_paper": {"full": full / n_papers / 1e12, "small": small / n_papers / 1e12,
@@ -419,8 +422,12 @@ def main(argv: list[str] | None = None) -> None:
     for mass in MASSES:
         index = names.index({**point, "mass": mass})
         out.setdefault("curve", {})[mass] = report(f"mass={mass}", results[index].sum(0), len(ids))
+        for half, papers in halves.items():  # answer_quality.py --masses chooses the mass on one half by these
+            out.setdefault("curve_halves", {}).setdefault(mass, {})[half] = report(
+                f"  half {half}", results[index, papers].sum(0), int(papers.sum()))
     if args.json:
-        out.update(held_out=held, shipped=name_of(names[shipped]), unseen_software=args.unseen_software)
+        out.update(held_out=held, shipped=name_of(names[shipped]), point=name_of(point),
+                   unseen_software=args.unseen_software)
         args.json.write_text(json.dumps(out, indent=1))
 
 
