@@ -39,10 +39,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--min-answers", type=int, default=None,
                    help="coded answers a question needs for runs to use the adapted reader for it; questions with "
                         "fewer keep their base reader (default 16)")
-    p.add_argument("--calibration-folds", type=int, default=2,
+    p.add_argument("--calibration-folds", type=int, default=None,
                    help="the calibrator of the reader's answers is fitted on the coded papers, each read by a reader "
                         "adapted on the other folds' papers; this many folds (each costs about one more adaptation "
-                        "on fewer papers), 0 for none: runs then use the default calibrator (default 2)")
+                        "on fewer papers), 0 for none: runs then use the default calibrator (default 3)")
     p.add_argument("--calibration-read", choices=["all", "retrieve"], default="all",
                    help="windows those readers read, as the runs that will use this reader read them (`mlpsych run "
                         "--read`; default: all)")
@@ -95,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
         settings = adapt_settings(args.reader, **given)
         options = AdaptOptions(negatives=args.negatives, replay=args.replay, replay_share=args.replay_share,
                                heldout_papers=args.heldout_papers, seed=args.seed,
-                               calibration_folds=args.calibration_folds,
-                               **({"min_answers": args.min_answers} if args.min_answers is not None else {}))
+                               **{k: v for k, v in (("min_answers", args.min_answers),
+                                                    ("calibration_folds", args.calibration_folds)) if v is not None})
         result = adapt(coding, documents, questions, args.out, settings, options, checkpoints=args.checkpoints,
                        max_steps=args.max_steps, progress=not args.no_progress, source=source,
                        run_settings=RunSettings(retrieval=RetrievalSettings(read=args.calibration_read)))

@@ -159,6 +159,22 @@ def test_command_line_refuses_in_one_line(tmp_path: Path, capsys, tiny_bert: Pat
     assert not (tmp_path / "out").exists()
 
 
+def test_command_line_cross_fits_three_folds_unless_told(tmp_path: Path, capsys, tiny_bert: Path):
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text(json.dumps({"id": "A", "text": PAPER_A}) + "\n", encoding="utf-8")
+    start = PAPER_A.index("random forests")
+    gold = tmp_path / "gold.json"
+    gold.write_text(json.dumps({"q1": {"A": [{"start": start, "end": start + 14, "text": "random forests"}]}}))
+    args = ["adapt", "--reader", str(tiny_bert), "--texts", str(texts), "--gold", str(gold), "--epochs", "1",
+            "--batch-size", "4", "--min-answers", "1", "--no-progress", "--checkpoints", str(tmp_path / "ck")]
+    assert main(args + ["--out", str(tmp_path / "default")]) == 0
+    assert "1 coded paper(s): too few for 3 folds" in capsys.readouterr().out
+    assert main(args + ["--out", str(tmp_path / "off"), "--calibration-folds", "0"]) == 0
+    assert "cross-fitting turned off" in capsys.readouterr().out
+    options = json.loads((tmp_path / "off" / META_FILE).read_text())["adapted"]["options"]
+    assert options["calibration_folds"] == 0 and options["min_answers"] == 1
+
+
 def test_questions_with_too_few_coded_answers_keep_their_base_reader(tmp_path: Path, questions):
     folder = tmp_path / "adapted"
     folder.mkdir()

@@ -94,7 +94,8 @@ def test_adapt_writes_the_calibrator_and_runs_use_it_for_its_questions(tmp_path:
     # a learning rate that leaves the weights as they were: the fold readers answer as the base reader does
     settings = adapt_settings(str(tiny_bert), max_length=64, stride=16, batch_size=8, lr=1e-12, epochs=1)
     out = tmp_path / "adapted"
-    done = adapt(coding, docs, questions, out, settings, AdaptOptions(passage_words=12, min_answers=1),
+    options = AdaptOptions(passage_words=12, min_answers=1, calibration_folds=2)  # the folds the asserts name
+    done = adapt(coding, docs, questions, out, settings, options,
                  checkpoints=tmp_path / "ck", progress=False, run_settings=RUN)
     own = cf.Calibrator.load(out / CALIBRATOR_FILE)
     assert own.fitted_on["papers"] == ["A", "B", "C", "D"] and own.fitted_on["answers"] > 0
@@ -102,11 +103,11 @@ def test_adapt_writes_the_calibrator_and_runs_use_it_for_its_questions(tmp_path:
     folds = sorted((tmp_path / "ck" / "calibration").glob("fold*/*/reader"))
     assert [p.parents[1].name for p in folds] == ["fold0", "fold1"]
     stamps = [(p / "model.safetensors").stat().st_mtime_ns for p in folds]
-    adapt(coding, docs, questions, out, settings, AdaptOptions(passage_words=12, min_answers=1),
+    adapt(coding, docs, questions, out, settings, options,
           checkpoints=tmp_path / "ck", progress=False, run_settings=RUN)  # a rerun reuses the fold readers ...
     assert [(p / "model.safetensors").stat().st_mtime_ns for p in folds] == stamps
     fewer = coding.only(["A", "B", "C"])
-    adapt(fewer, docs, questions, tmp_path / "other", settings, AdaptOptions(passage_words=12, min_answers=1),
+    adapt(fewer, docs, questions, tmp_path / "other", settings, options,
           checkpoints=tmp_path / "ck", progress=False, run_settings=RUN)  # ... for the same coding only:
     # folds [A, C] and [B]: fold 0's reader now learns from B alone (new), fold 1's from A and C (as before)
     assert len(list((tmp_path / "ck" / "calibration").glob("fold0/*/reader"))) == 2
