@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from tests.benchmarks.scripts import load_script
 
-# loaded from its file: benchmarks/ is a folder of scripts, and this test folder's name hides it as a package
-_SPEC = importlib.util.spec_from_file_location(
-    "adapt_benchmark", Path(__file__).resolve().parents[2] / "benchmarks" / "adapt.py")
-adapt_benchmark = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = adapt_benchmark
-_SPEC.loader.exec_module(adapt_benchmark)
+adapt_benchmark = load_script("adapt", "adapt_benchmark")
 
 
 def _row(paper: str, answer: str, model: str) -> dict:

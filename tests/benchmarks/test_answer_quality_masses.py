@@ -3,18 +3,10 @@ and FLOPs from cascade_retrieval's curve, and the held-out halves' cascade figur
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from mlpsych.evaluation.metrics import ItemScore
+from tests.benchmarks.scripts import load_script
 
-# loaded from its file: benchmarks/ is a folder of scripts, and this test folder's name hides it as a package
-_SPEC = importlib.util.spec_from_file_location(
-    "answer_quality", Path(__file__).resolve().parents[2] / "benchmarks" / "answer_quality.py")
-answer_quality = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = answer_quality
-_SPEC.loader.exec_module(answer_quality)
+answer_quality = load_script("answer_quality")
 
 QUESTIONS = ("q1", "q2", "q3", "q4")
 

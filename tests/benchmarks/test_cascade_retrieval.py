@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from mlpsych.retrieval import Plan
 from mlpsych.settings import RetrievalSettings
+from tests.benchmarks.scripts import load_script
 
-# loaded from its file: benchmarks/ is a folder of scripts, and this test folder's name hides it as a package
-_SPEC = importlib.util.spec_from_file_location(
-    "cascade_retrieval", Path(__file__).resolve().parents[2] / "benchmarks" / "cascade_retrieval.py")
-cascade_retrieval = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = cascade_retrieval
-_SPEC.loader.exec_module(cascade_retrieval)
+cascade_retrieval = load_script("cascade_retrieval")
 MemoSelector, unseen_software = cascade_retrieval.MemoSelector, cascade_retrieval.unseen_software
 
 

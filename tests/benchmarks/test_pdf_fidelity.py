@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from tests.benchmarks.scripts import load_script
 
-# loaded from its file: benchmarks/ is a folder of scripts, and this test folder's name hides it as a package
-_SPEC = importlib.util.spec_from_file_location(
-    "pdf_fidelity", Path(__file__).resolve().parents[2] / "benchmarks" / "pdf_fidelity.py")
-pdf_fidelity = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = pdf_fidelity  # before running it: its dataclasses look their module up
-_SPEC.loader.exec_module(pdf_fidelity)
+pdf_fidelity = load_script("pdf_fidelity")
 ngrams = pdf_fidelity.ngrams
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,12 +9,9 @@ import pytest
 from mlpsych.dev.tiny import REAL_SIZES
 from mlpsych.questions import load_question_set
 from mlpsych.settings import PRESETS, RunSettings, apply_preset
+from tests.benchmarks.scripts import load_script
 
-_SPEC = importlib.util.spec_from_file_location(
-    "presets_per_hour", Path(__file__).resolve().parents[2] / "benchmarks" / "presets_per_hour.py")
-presets_per_hour = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = presets_per_hour
-_SPEC.loader.exec_module(presets_per_hour)
+presets_per_hour = load_script("presets_per_hour")
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
