@@ -178,12 +178,11 @@ SHOWN_PROBLEMS = 10  # papers whose problem the end summary names (all are in th
 def run(args: argparse.Namespace) -> int:
     from mlpsych.cli.ingest_cmd import ingest_from_args
     from mlpsych.coding.adapt import AdaptError, use_adapted
-    from mlpsych.coding.confidence import Calibrator, CalibratorError
-    from mlpsych.coding.crossfit import reader_calibrator
     from mlpsych.engines import EngineError, get_engine
     from mlpsych.export import WRITERS, write_result
     from mlpsych.ingest import discover
     from mlpsych.models import ModelLoadError
+    from mlpsych.pipeline.confidence import run_calibrators
     from mlpsych.questions import QuestionFileError, load_question_sets
 
     started = time.monotonic()
@@ -204,17 +203,7 @@ def run(args: argparse.Namespace) -> int:
         questions = use_adapted(questions, args.adapted) if args.adapted else questions
     except AdaptError as error:
         raise UserError(str(error)) from None
-    try:
-        Calibrator.load(settings.answers.calibrator)  # a bad file fails now, not after the reading
-    except CalibratorError as error:
-        raise UserError(f"--calibrator: {error}") from None
-    for reader in args.adapted:  # and so does an adapted reader's own calibrator
-        own = reader_calibrator(reader)
-        try:
-            if own is not None:
-                Calibrator.load(own)
-        except CalibratorError as error:
-            raise UserError(f"--adapted {reader}: its {error}") from None
+    run_calibrators(settings, questions)  # the ones the run will use: a bad file fails now, not after the reading
     discover(args.papers)  # a missing or empty folder is said before the models are looked for
     if args.engine == "local":  # a Ray cluster's nodes may hold models this machine does not
         check_models(questions, settings, args.cache)

@@ -149,7 +149,8 @@ class Calibrator:
         try:
             data = json.loads(raw)
             if tuple(data["features"]) != FEATURES:
-                raise CalibratorError(f"fitted on features {data['features']}, this version uses {list(FEATURES)}")
+                raise CalibratorError(f"calibrator {source}: fitted on features {data['features']}, this version "
+                                      f"uses {list(FEATURES)}")
             return cls([float(w) for w in data["weights"]], float(data["intercept"]), list(data["mean"]),
                        list(data["scale"]), dict(data.get("fitted_on") or {}))
         except (ValueError, KeyError, TypeError) as error:  # JSON or numbers that do not parse
@@ -240,15 +241,15 @@ def scored_from_answer(answer) -> Scored:
 def add_confidence(answers: Sequence, texts: dict[str, str], kinds: dict[str, str], calibrator: Calibrator,
                    by_question: dict[str, Calibrator] | None = None) -> None:
     """The confidence stage: every final answer's ``confidence`` (the other rows are not shown to coders), from
-    its question's calibrator in ``by_question`` (an adapted reader's own) or else ``calibrator``."""
+    its question's calibrator in ``by_question`` (an adapted reader's own) or else ``calibrator``; each answer is
+    predicted by that one calibrator only."""
     finals = [a for a in answers if a.final]
     x = feature_matrix([scored_from_answer(a) for a in finals], texts, kinds)
-    p = calibrator.predict(x)
-    questions = np.array([a.question_id for a in finals])
-    for question, own in (by_question or {}).items():
-        mine = questions == question
-        if mine.any():
-            p[mine] = own.predict(x[mine])
+    chosen = [(by_question or {}).get(a.question_id, calibrator) for a in finals]
+    p = np.zeros(len(finals))
+    for each in {id(c): c for c in chosen}.values():
+        mine = np.array([c is each for c in chosen])
+        p[mine] = each.predict(x[mine])
     for answer, value in zip(finals, p):
         answer.confidence = round(float(value), 4)
 

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 from openpyxl import load_workbook
 
 from mlpsych.cli import main
+from mlpsych.coding.adapt import META_FILE
+from mlpsych.coding.confidence import Calibrator
+from mlpsych.coding.crossfit import CALIBRATOR_FILE
 from mlpsych.ingest import load_documents
 
 
@@ -120,6 +125,51 @@ def test_missing_models_are_named_at_once_before_any_paper_is_read(examples_dir,
         assert missing in err
     assert str(tiny_models["bert"]) not in err
     assert "mlpsych dev tiny-models" in err and read == []  # the ways forward; no paper was read
+
+
+def reader_with_calibrator(tiny_models, folder: Path, calibrator: str, adapted_on: list[str] = ()) -> Path:
+    """A copy of the tiny reader carrying ``calibrator`` as its calibrator.json (as `mlpsych adapt` leaves one),
+    marked as adapted on ``adapted_on``."""
+    shutil.copytree(tiny_models["bert"], folder)
+    (folder / CALIBRATOR_FILE).write_text(calibrator)
+    if adapted_on:
+        section = {"base_reader": str(tiny_models["bert"]), "papers": ["A", "B"], "records": 40,
+                   "questions": {q: {"positive": 20} for q in adapted_on}, "options": {"min_answers": 16}}
+        (folder / META_FILE).write_text(json.dumps({"adapted": section}))
+    return folder
+
+
+def test_a_broken_calibrator_of_a_models_folder_fails_before_any_paper_is_read(examples_dir, tiny_models, tmp_path,
+                                                                                capsys, monkeypatch):
+    reader = reader_with_calibrator(tiny_models, tmp_path / "reader", "{not json")
+    questions = tmp_path / "q.yaml"
+    questions.write_text(
+        "questions:\n"
+        f"  - id: methods\n    text: What methods were used?\n    models: ['{reader}']\n"
+        f"  - id: software\n    text: What software was used?\n    models: ['{reader}']\n"
+        f"  - id: both\n    text: Which data?\n    models: ['{reader}', '{tiny_models['roberta']}']\n")
+    read = []
+    monkeypatch.setattr("mlpsych.cli.ingest_cmd.load_documents", lambda *a, **k: read.append(a) or [])
+    assert run_cli(examples_dir / "papers", "--questions", questions, "--out", tmp_path / "r.xlsx", "--no-normalize",
+                   "--cache", tmp_path / "cache") == 2
+    assert read == [] and not (tmp_path / "r.xlsx").exists()  # no paper was read
+    line = one_line_error(capsys)
+    assert f"reader folder {reader}" in line and str(reader / CALIBRATOR_FILE) in line and "--calibrator" in line
+    assert "methods, software:" in line and "both" not in line  # the questions it would calibrate (alone read)
+
+
+@pytest.mark.slow
+def test_a_named_calibrator_is_used_and_adapted_readers_own_ones_are_not_checked(examples_dir, tiny_models,
+                                                                                  tiny_questions, tmp_path):
+    adapted = reader_with_calibrator(tiny_models, tmp_path / "adapted", "[]", adapted_on=["q1"])
+    good = tmp_path / "good.json"
+    Calibrator.load().save(good)
+    out = tmp_path / "r.xlsx"
+    assert run_cli(examples_dir / "papers" / "online-course-dropout.txt", "--questions", tiny_questions, "--only",
+                   "q1", "--adapted", adapted, "--calibrator", good, "--no-normalize", "--out", out, "--cache",
+                   tmp_path / "cache") == 0
+    run_sheet = dict(load_workbook(out)["run"].iter_rows(min_row=2, values_only=True))
+    assert run_sheet["calibrator"] == str(good) and str(adapted) in str(run_sheet["adapted_readers"])
 
 
 def test_unwritable_output_fails_before_reading(examples_dir, tiny_questions, tmp_path, capsys):

@@ -140,6 +140,37 @@ def test_the_shipped_default_gives_final_answers_a_probability():
     assert answers[0].confidence != answers[1].confidence
 
 
+class Counting(cf.Calibrator):
+    """A calibrator that counts the answers it predicts."""
+
+    predicted = 0
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        self.predicted += x.shape[0]
+        return super().predict(x)
+
+
+def test_each_answer_is_predicted_by_its_questions_calibrator_only():
+    default = cf.Calibrator.load()
+    run = Counting(default.weights, default.intercept, default.mean, default.scale, default.fitted_on)
+    own = Counting([-w for w in default.weights], default.intercept + 1.0, default.mean, default.scale, {})
+    text = "random forests and trees; we asked whether grades predict dropout"
+    answers = [Answer("A", "q1", "random forests", "extractive", ["m"], 0.9, 0, 14, final=True),
+               Answer("A", "q3", "whether grades predict dropout", "extractive", ["m"], 0.4, 33, 63, final=True),
+               Answer("A", "q1", "trees", "extractive", ["m"], 0.1, 19, 24, final=True),
+               Answer("A", "q3", "dropout", "extractive", ["m"], 0.2, 56, 63, final=True),
+               Answer("A", "q1", "x", "extractive", ["m"], 0.1, 0, 1)]
+    kinds = {"q3": "phrase"}
+    cf.add_confidence(answers, {"A": text}, kinds, run, {"q1": own})  # q1 has its own calibrator, q3 not
+    finals = answers[:4]
+    x = cf.feature_matrix([cf.scored_from_answer(a) for a in finals], {"A": text}, kinds)
+    expected = [cf.Calibrator.predict(own if a.question_id == "q1" else run, x[i:i + 1])[0]
+                for i, a in enumerate(finals)]
+    assert [a.confidence for a in finals] == pytest.approx(expected, abs=1e-4) and answers[4].confidence is None
+    assert abs(finals[0].confidence - default.predict(x[:1])[0]) > 0.01  # q1's own calibrator made a difference
+    assert (run.predicted, own.predicted) == (2, 2)  # each answer once, by one calibrator
+
+
 @pytest.mark.slow
 def test_run_sheet_has_the_confidence_column_sorted(tiny_questions, tmp_path):
     from mlpsych.cache import ResultCache
