@@ -1,0 +1,122 @@
+"""torch against ONNX Runtime for each reader architecture of the fast preset, on this CPU (issue 26, item 2).
+
+    python benchmarks/onnx_runtime.py [--readers deberta-v2:base electra:base bert:minilm-l12] [--windows 4]
+
+Why: DeBERTa-v3-base reads at 27% of the bf16 matmul rate here, against 54-66% for ELECTRA-base with the same
+FLOPs (benchmarks/deberta_attention.py, matmul_throughput.py): its relative-position attention is many small
+operations, which a graph runtime may do better than eager torch. The issue names ONNX Runtime as the
+alternative "if it measures better". This measures it; mlpsych does not read with it.
+
+Each reader is a random-weight model in its real architecture (``mlpsych.dev.tiny``), loaded as the readers load
+it (``AutoModelForQuestionAnswering``). It is exported to ONNX (torch's TorchScript exporter, opset 17, batch and
+length dynamic) and quantized to int8 with ONNX Runtime's dynamic quantization (weights int8, activations
+quantized at run time: what ``dtype: int8`` does in torch). One batch of ``--windows`` 512-token windows is read by
+torch in fp32, bf16 and int8 (``mlpsych.models.quantize_linear_layers``) and by ONNX Runtime in fp32 and int8, in
+turn ``--repeat`` times; the median seconds per window are printed, with each configuration's largest start-logit
+difference from torch fp32 (fp32 in ONNX Runtime should agree to rounding; int8 is an approximation whose answers
+would have to be judged as `dtype_answers.py` judged torch's). Prints measurements, not pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.reader_speed import tiny_model  # noqa: E402
+from mlpsych.models import quantize_linear_layers  # noqa: E402
+
+TOKENS = 512
+READERS = ("deberta-v2:base", "electra:base", "bert:minilm-l12")  # the fast preset's architectures
+
+
+def export(model: torch.nn.Module, ids: torch.Tensor, out: Path) -> tuple[Path, Path]:
+    """The model as ONNX (fp32) and its int8 dynamic quantization."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    fp32, int8 = out / "model.onnx", out / "model-int8.onnx"
+    dynamic = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}}
+    with torch.inference_mode():
+        torch.onnx.export(model, (ids, torch.ones_like(ids)), fp32, input_names=["input_ids", "attention_mask"],
+                          output_names=["start_logits", "end_logits"], dynamic_axes=dynamic, opset_version=17,
+                          dynamo=False)
+    quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
+    return fp32, int8
+
+
+def configurations(path: str, ids: torch.Tensor, work: Path) -> dict[str, Callable[[], np.ndarray]]:
+    """Each way of reading ``ids``: a call returning the start logits as float32."""
+    import onnxruntime
+    from transformers import AutoModelForQuestionAnswering as AutoQA
+
+    mask = torch.ones_like(ids)
+
+    def torch_reader(model: torch.nn.Module) -> Callable[[], np.ndarray]:
+        def read() -> np.ndarray:
+            with torch.inference_mode():
+                return model(input_ids=ids, attention_mask=mask).start_logits.float().numpy()
+        return read
+
+    fp32 = AutoQA.from_pretrained(path).eval()
+    int8 = AutoQA.from_pretrained(path).eval()
+    quantize_linear_layers(int8)
+    runs = {"torch fp32": torch_reader(fp32), "torch bf16": torch_reader(
+        AutoQA.from_pretrained(path, dtype=torch.bfloat16).eval()), "torch int8": torch_reader(int8)}
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = torch.get_num_threads()
+    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+    for name, file in zip(("ort fp32", "ort int8"), export(fp32, ids, work)):
+        session = onnxruntime.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+        runs[name] = lambda session=session: session.run(["start_logits"], feeds)[0]
+    return runs
+
+
+def measure(runs: dict[str, Callable[[], np.ndarray]], repeat: int) -> dict[str, dict[str, float]]:
+    """Per configuration: the median seconds of a call (interleaved) and its largest difference from torch fp32."""
+    reference = runs["torch fp32"]()
+    differences = {name: float(np.abs(run() - reference).max()) for name, run in runs.items()}  # also warms up
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, run in runs.items():
+            started = time.perf_counter()
+            run()
+            seconds[name].append(time.perf_counter() - started)
+    return {name: {"seconds": statistics.median(seconds[name]), "difference": differences[name]} for name in runs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--readers", nargs="+", default=list(READERS), help="FAMILY:SIZE of mlpsych.dev.tiny")
+    parser.add_argument("--windows", type=int, default=4, help="windows of 512 tokens in the batch")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    try:
+        import onnxruntime
+    except ImportError:
+        raise SystemExit("needs onnxruntime and onnx (pip install -e '.[dev]')") from None
+    print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), onnxruntime {onnxruntime.__version__}; "
+          f"{args.windows} windows of {TOKENS} tokens, median of {args.repeat} interleaved; random weights")
+    print("\n| reader | torch fp32 | torch bf16 | torch int8 | ORT fp32 | ORT int8 | "
+          "largest start-logit difference from torch fp32 (bf16 / int8 / ORT fp32 / ORT int8) |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for reader in args.readers:
+        family, size = reader.split(":")
+        with tempfile.TemporaryDirectory() as work:
+            ids = torch.randint(5, 1000, (args.windows, TOKENS))
+            rows = measure(configurations(tiny_model(family, size, Path(work)), ids, Path(work)), args.repeat)
+        per_window = [f"{rows[n]['seconds'] / args.windows:.3f} s" for n in rows]
+        differences = " / ".join(f"{rows[n]['difference']:.1e}" for n in list(rows)[1:])
+        print(f"| {reader} | " + " | ".join(per_window) + f" | {differences} |")
+
+
+if __name__ == "__main__":
+    main()
