@@ -10,7 +10,9 @@ question, the scores (F1, EM, Mentions as the paper computes them, and the preci
 rules) in each dtype, F1 on each half of the papers (A, B: alternate papers, as answer_quality.py) with its
 difference from the first dtype, how many paper-question answer sets of each dtype differ from the first's, and
 the seconds of each run (one run each: these machines are noisy, so the ratios are the figures to read; each dtype
-first reads one paper untimed, since a process's first run pays for torch's kernel set-up).
+first reads one paper untimed, since a process's first run pays for torch's kernel set-up, and ONNX Runtime's
+export is made then). ``onnxruntime:fp32`` and ``onnxruntime:int8`` read with ONNX Runtime (``runtime`` in the
+reader settings) instead of torch.
 """
 
 from __future__ import annotations
@@ -36,9 +38,11 @@ from mlpsych.settings import LLMSettings, ReaderSettings, RetrievalSettings, Run
 METRICS = ("F1", "EMat", "Ment", "mF1")  # paper-style F1, EM and Mentions; MultiSpanQA-style micro F1
 
 
-def run_dtype(dtype: str, reader: str, questions, docs: list[Document], max_length: int) -> tuple[list[dict], float]:
-    """Export rows of one full read in ``dtype`` (a fresh cache) and its seconds."""
-    settings = RunSettings(reader=ReaderSettings(dtype=dtype, device="cpu", max_length=max_length),
+def run_dtype(arm: str, reader: str, questions, docs: list[Document], max_length: int) -> tuple[list[dict], float]:
+    """Export rows of one full read in ``arm`` (a dtype, or RUNTIME:DTYPE; a fresh cache) and its seconds."""
+    runtime, _, dtype = arm.rpartition(":")
+    settings = RunSettings(reader=ReaderSettings(dtype=dtype, runtime=runtime or "torch", device="cpu",
+                                                 max_length=max_length),
                            llm=LLMSettings(enabled=False), retrieval=RetrievalSettings(read="all"))
     with tempfile.TemporaryDirectory() as cache_dir:
         cache = ResultCache(cache_dir)
@@ -63,7 +67,8 @@ def main() -> None:
     parser.add_argument("--questions", default="q1,q2,q3")
     parser.add_argument("--papers", type=int, default=None, help="only the first N development papers")
     parser.add_argument("--max-length", type=int, default=384, help="window length (the pipeline's max_seq_len)")
-    parser.add_argument("--dtypes", default="fp32,bf16")
+    parser.add_argument("--dtypes", default="fp32,bf16", help="comma-separated; each a dtype (torch's) or "
+                        "RUNTIME:DTYPE, e.g. fp32,onnxruntime:fp32,onnxruntime:int8")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 

@@ -16,8 +16,8 @@ reads the whole paper per question (with ``--ensembles``, per question and ensem
 approach does: the same saved model stands for each member); ours is the fast preset's cascade with its own
 readers in their real architectures (random weights): MiniLM-L12 reads every window (q4: each entity's windows,
 and the general sub-question's), DeBERTa-v3-base the windows it picks, once per question, at the model's 512
-tokens, selection included in the time (``--dtype auto``: bf16 where the CPU has it). ``--skip-reference`` times
-ours alone.
+tokens, selection included in the time (``--dtype auto``: bf16 where the CPU has it; ``--fast-arms`` times it once
+per runtime and dtype, e.g. torch against ONNX Runtime). ``--skip-reference`` times ours alone.
 The arms run in turn ``--repeat`` times and the median of each is reported, so that the machine's slow
 spells (it is shared) fall on all arms alike. Prints seconds and ratios, not pass/fail.
 """
@@ -148,7 +148,7 @@ def run_reference(python: Path, model: Path, papers: list[dict], threads: int, t
 
 def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, threads: int,
              question_tokens: int | None = None, batch_size: int | None = None, template: bool = False,
-             small_model: Path | None = None) -> dict:
+             small_model: Path | None = None, runtime: str = "torch") -> dict:
     """Seconds per paper for our reader; ``budget`` = BM25 retrieval of that many windows, None = full read;
     ``template``: the whole template as the fast preset reads it, ``small_model`` reading first (the cascade),
     ``model`` the windows it picks, at the fast preset's window length (the model's maximum)."""
@@ -163,8 +163,9 @@ def run_ours(model: Path, papers: list[dict], budget: int | None, dtype: str, th
     room = {} if question_tokens is None else {"question_tokens": question_tokens}
     length = None if template else 384
     reader = Reader(str(model), ReaderSettings(max_length=length, stride=128, batch_size=batch_size, device="cpu",
-                                               dtype=dtype, **room))
-    small = Reader(str(small_model), ReaderSettings(max_length=None, device="cpu", dtype=dtype)) if template else None
+                                               dtype=dtype, runtime=runtime, **room))
+    small = Reader(str(small_model), ReaderSettings(max_length=None, device="cpu", dtype=dtype, runtime=runtime)) \
+        if template else None
     started = time.perf_counter()
     reader.warm_up()
     if small is not None:
@@ -211,6 +212,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bf16", action="store_true", help="also time our full read in bf16")
     parser.add_argument("--dtype", default="fp32", help="our readers' dtype with --template (auto: bf16 where the "
                         "CPU has it, as the fast preset runs)")
+    parser.add_argument("--fast-arms", type=lambda v: [tuple(x.split(":")) for x in v.split(",")], default=None,
+                        help="with --template: the fast preset once per RUNTIME:DTYPE, e.g. torch:auto,"
+                             "onnxruntime:fp32,onnxruntime:int8 (default: torch:--dtype)")
     parser.add_argument("--question-tokens", type=int, default=None,
                         help="room our reader keeps for the question in each window (default: ReaderSettings')")
     parser.add_argument("--skip-full", action="store_true", help="time only our read with retrieval")
@@ -250,9 +254,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.template:  # the fast preset's readers: DeBERTa-v3-base in the large slots, MiniLM-L12 choosing
             base = build_model(args.work, "deberta-v2", "base", args.data)
             small = build_model(args.work, "bert", "minilm-l12", args.data)
-            arms.append(("ours, fast (cascade)", lambda: run_ours(base, papers, None, args.dtype, args.threads,
-                                                                  args.question_tokens, template=True,
-                                                                  small_model=small)))
+            for runtime, dtype in args.fast_arms or [("torch", args.dtype)]:
+                label = "ours, fast (cascade)" + (f", {runtime} {dtype}" if args.fast_arms else "")
+                arms.append((label, partial(run_ours, base, papers, None, dtype, args.threads, args.question_tokens,
+                                            template=True, small_model=small, runtime=runtime)))
         if not args.skip_full and not args.template:
             for size in args.batch_sizes:
                 arms.append((f"ours, full read, batch {size or 'auto'}", partial(run_ours, model, papers, None, "fp32",

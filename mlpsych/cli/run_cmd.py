@@ -39,7 +39,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--cache", type=Path, default=None, help="cache folder (default: the per-user cache folder)")
     defaults = RunSettings()
     flag = _settings_flag(p, defaults)
-    for name in ("--device", "--dtype", "--batch-size", "--stride", "--max-length"):
+    for name in ("--device", "--dtype", "--runtime", "--batch-size", "--stride", "--max-length"):
         flag(name)
     p.add_argument("--no-normalize", action="store_true",
                    help="skip the LLM normalization stage (default: normalize the questions that ask for it)")
@@ -79,7 +79,8 @@ def add_parser(subparsers) -> None:
 # default (or the preset's): the settings objects are the one source of defaults, so the CLI never overrides
 # a choice the library makes per device (the reader's batch size) with a constant of its own.
 SETTING_FLAGS: dict[str, tuple[str | None, str]] = {
-    "device": ("reader", "device"), "dtype": ("reader", "dtype"), "batch_size": ("reader", "batch_size"),
+    "device": ("reader", "device"), "dtype": ("reader", "dtype"), "runtime": ("reader", "runtime"),
+    "batch_size": ("reader", "batch_size"),
     "stride": ("reader", "stride"), "max_length": ("reader", "max_length"),
     "llm": ("llm", "model"), "llm_device": ("llm", "device"), "llm_quantization": ("llm", "quantization"),
     "read": ("retrieval", "read"), "retrieval": ("retrieval", "mode"), "budget": ("retrieval", "budget"),

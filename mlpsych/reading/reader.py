@@ -194,9 +194,16 @@ class Reader:
         self.load_tokenizer()
         if self.model is not None:
             return
-        self.device = pick_device(self.settings.device)
-        dtype = pick_dtype(self.settings.dtype, self.device, int8=True)
-        self.model = load_qa_model(self.model_id, self.device, dtype)
+        if self.settings.runtime == "onnxruntime":
+            from mlpsych.onnx_runtime import load_onnx_qa_model, onnx_dtype
+
+            self.device = "cpu"
+            self.model = load_onnx_qa_model(self.model_id, onnx_dtype(self.settings.dtype, self.settings.device),
+                                            self._template.uses_token_types)
+        else:
+            self.device = pick_device(self.settings.device)
+            self.model = load_qa_model(self.model_id, self.device, pick_dtype(self.settings.dtype, self.device,
+                                                                              int8=True))
         config = self.model.config
         self._batch_size = self._batch_size or self.default_batch_size(self.device, config.model_type,
                                                                        getattr(config, "hidden_size", 0))

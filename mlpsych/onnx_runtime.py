@@ -1,0 +1,212 @@
+"""Readers run by ONNX Runtime on the CPU: the model exported once per machine, cached, and read like torch's.
+
+Why: on a CPU, DeBERTa-v3's relative-position attention is many small operations that eager torch runs at 27% of
+the matmul rate; ONNX Runtime read a DeBERTa-v3-base window 1.1x faster than torch in bf16 with the same fp32
+logits (within 1e-6), and 1.8x faster in int8 (benchmarks/README.md, onnx_runtime). ``runtime: onnxruntime`` in
+the reader settings uses it; torch stays the default.
+
+The export is torch's own (``torch.onnx.export``) of the model as :func:`mlpsych.models.load_qa_model` loads it
+(safetensors only), with batch and length dynamic, kept under the cache folder by the model's fingerprint, the
+torch and transformers versions and the inputs the reader feeds. int8 is ONNX Runtime's dynamic quantization of
+the encoder's matrix products (weights int8, activations quantized per batch at run time), the span head kept in
+fp32 as torch's int8 keeps it. ONNX files are protobuf data: loading one runs no code.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mlpsych.errors import ModelLoadError
+
+log = logging.getLogger(__name__)
+
+RUNTIME = "onnxruntime"
+OPSET = 17
+EXPORT_VERSION = 1  # bump when the export changes what a cached file holds
+INSTALL_HELP = 'pip install "mlpsych[onnx]" (ONNX Runtime and onnx, from PyPI)'
+DTYPES = {"auto": "float32", "fp32": "float32", "float32": "float32", "int8": "qint8", "qint8": "qint8"}
+
+
+def refusal(dtype: str, device: str) -> str | None:
+    """Why ONNX Runtime cannot read in ``dtype`` on ``device``, or None: it reads fp32 or int8 (its CPU kernels have
+    no bf16 or fp16 matrix products), on the CPU (its GPU build is not what mlpsych installs, and torch reads well
+    on GPUs)."""
+    if device not in ("auto", "cpu"):
+        return (f"runtime onnxruntime reads on the CPU only (device {device!r} asked for); use device cpu, or "
+                "runtime torch on a GPU")
+    if dtype not in DTYPES:
+        return f"runtime onnxruntime reads in fp32 or int8 (dtype {dtype!r} asked for); use auto, fp32 or int8"
+    return None
+
+
+def onnx_dtype(requested: str, device: str = "auto") -> str:
+    """The precision an ONNX Runtime reader reads in: ``auto`` and fp32 are float32 ($MLPSYCH_DTYPE, which sets
+    torch's auto, does not apply), int8 is ``qint8``. Settings refuse the others (``refusal``); settings copied
+    around validation are refused here, at loading."""
+    reason = refusal(requested, device)
+    if reason:
+        raise ModelLoadError(reason)
+    return DTYPES[requested]
+
+
+def _onnxruntime():
+    try:
+        import onnxruntime
+    except ImportError as error:
+        raise ModelLoadError(f"runtime onnxruntime needs ONNX Runtime, which is not installed: {INSTALL_HELP}") \
+            from error
+    return onnxruntime
+
+
+@dataclass
+class OnnxOutput:
+    """What a transformers QA model returns, as far as the reader reads it."""
+
+    start_logits: object
+    end_logits: object
+
+
+class OnnxQAModel:
+    """An exported extractive QA model in an ONNX Runtime session, called as the torch model is called (keyword
+    tensors in, ``start_logits`` / ``end_logits`` out), so the reader batches, pads and decodes the same way."""
+
+    def __init__(self, session, config, dtype: str) -> None:
+        self.session = session
+        self.config = config
+        self.dtype = dtype
+        self.inputs = [i.name for i in session.get_inputs()]
+
+    def __call__(self, **inputs) -> OnnxOutput:
+        import torch
+
+        arrays = {name: np.ascontiguousarray(value.numpy(), dtype=np.int64) for name, value in inputs.items()}
+        if "token_type_ids" in self.inputs and "token_type_ids" not in arrays:
+            arrays["token_type_ids"] = np.zeros_like(arrays["input_ids"])
+        start, end = self.session.run(["start_logits", "end_logits"], {k: arrays[k] for k in self.inputs})
+        return OnnxOutput(torch.from_numpy(start), torch.from_numpy(end))
+
+
+def _logits_module(model, with_types: bool):
+    """The model as a module of positional tensors returning (start, end): the form the exporter traces."""
+    import torch
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            extra = {"token_type_ids": token_type_ids} if with_types else {}
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, **extra)
+            return out.start_logits, out.end_logits
+
+    return Logits()
+
+
+def export_dir(model_id: str, with_types: bool, cache_dir: Path | None = None) -> Path:
+    """Where ``model_id``'s export lives: one folder per model fingerprint, exporter and inputs."""
+    import torch
+    import transformers
+
+    from mlpsych.cache import default_cache_dir, make_key, model_fingerprint
+
+    key = make_key(model=model_fingerprint(model_id), torch=torch.__version__, transformers=transformers.__version__,
+                   opset=OPSET, version=EXPORT_VERSION, token_types=with_types)
+    return (cache_dir or default_cache_dir()) / "onnx" / key[:32]
+
+
+def export_model(model_id: str, folder: Path, with_types: bool) -> None:
+    """Export ``model_id`` (fp32) to ``folder/model.onnx`` and its int8 quantization to ``folder/model-int8.onnx``,
+    written beside it first and moved into place whole, so a crash or a second process never leaves half a file."""
+    import torch
+
+    from mlpsych.models import load_qa_model
+
+    _onnxruntime()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model = load_qa_model(model_id, "cpu", torch.float32)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".export-", dir=folder.parent))
+    try:
+        ids = torch.ones((2, 16), dtype=torch.long)
+        args = (ids, torch.ones_like(ids)) + ((torch.zeros_like(ids),) if with_types else ())
+        names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
+        log.info("exporting %s to ONNX once (cached in %s)", model_id, folder)
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the exporter's notices on traced shapes and its own deprecation
+            torch.onnx.export(_logits_module(model, with_types), args, work / "model.onnx", input_names=names,
+                              output_names=["start_logits", "end_logits"], opset_version=OPSET, dynamo=False,
+                              dynamic_axes={name: {0: "batch", 1: "tokens"} for name in names})
+        head = [n for n in _matmul_nodes(work / "model.onnx") if "qa_outputs" in n]
+        with _root_notices_dropped():
+            quantize_dynamic(work / "model.onnx", work / "model-int8.onnx", weight_type=QuantType.QInt8,
+                             nodes_to_exclude=head)
+        try:
+            os.rename(work, folder)
+        except OSError:  # another process exported it meanwhile: theirs is the same
+            if not (folder / "model-int8.onnx").is_file():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class _ErrorsOnly(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+
+@contextmanager
+def _root_notices_dropped():
+    """ONNX Runtime's quantizer logs a line per tensor (and advice on pre-processing) on the root logger: those
+    are dropped below errors while it runs. Records of named loggers (mlpsych's) pass, since a logger's filters
+    see only what is logged on it."""
+    root = logging.getLogger()
+    quiet = _ErrorsOnly()
+    root.addFilter(quiet)
+    try:
+        yield
+    finally:
+        root.removeFilter(quiet)
+
+
+def _matmul_nodes(path: Path) -> list[str]:
+    import onnx
+
+    return [node.name for node in onnx.load(str(path), load_external_data=False).graph.node
+            if node.op_type in ("MatMul", "Gemm")]
+
+
+def load_onnx_qa_model(model_id: str, dtype: str, with_types: bool, threads: int | None = None) -> OnnxQAModel:
+    """``model_id`` read by ONNX Runtime in ``dtype`` (float32 or qint8), exported first if this machine has not
+    exported it yet; ``threads`` as torch's (its thread setting governs both runtimes)."""
+    import torch
+    from transformers import AutoConfig
+
+    ort = _onnxruntime()
+    folder = export_dir(model_id, with_types)
+    if not (folder / "model-int8.onnx").is_file():
+        export_model(model_id, folder, with_types)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or torch.get_num_threads()
+    options.log_severity_level = 3  # errors only: its warnings on unused initializers are not the user's
+    # Its threads otherwise spin after each call, taking the cores from the next stage or the other reader of a
+    # cascade (both sessions alive, used in turn).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    file = folder / ("model-int8.onnx" if dtype == "qint8" else "model.onnx")
+    try:
+        session = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # ONNX Runtime's own exception types are not importable by a stable name
+        raise ModelLoadError(f"model {model_id!r}: its ONNX export {file} cannot be read by ONNX Runtime "
+                             f"({str(error).strip().splitlines()[0]}); delete {folder} to export it again") from error
+    log.info("loaded %s in ONNX Runtime (%s)", model_id, dtype)
+    return OnnxQAModel(session, AutoConfig.from_pretrained(model_id), dtype)

@@ -1,0 +1,146 @@
+"""Readers run by ONNX Runtime: the same answers as torch in fp32 for every family, int8 of the encoder only, the
+export made once and never left half-written, and clear refusals."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+
+from mlpsych.documents import Document
+from mlpsych.errors import ModelLoadError
+from mlpsych.models import DTYPE_ENV
+from mlpsych.reading.reader import Query, Reader
+from mlpsych.settings import ReaderSettings
+
+pytest.importorskip("onnxruntime", reason="ONNX Runtime (onnxruntime) is not installed")
+onnx = pytest.importorskip("onnx", reason="onnx is not installed")
+
+from mlpsych import onnx_runtime  # noqa: E402 - after the skip: it is what is tested
+
+TEXT = " ".join(
+    f"In study {i}, participants (N = {100 + i}) were classified with random forests and support vector machines; "
+    f"the models were fitted in R with the caret package (version 6.0-{i})."
+    for i in range(30)
+)
+DOC = Document(id="d", text=TEXT)
+# Two questions of different lengths, windows of 96 tokens laid out around each: inputs of several lengths, read
+# in batches of 3, so an export that fixed the traced example's shape would answer differently.
+QUERIES = [Query("q1", "What methods were used?", 10, 8),
+           Query("q2", "Which software packages and versions were used to fit the models in the study?", 5, 6)]
+
+
+def reader(model, **settings) -> Reader:
+    return Reader(str(model), ReaderSettings(device="cpu", max_length=96, stride=24, batch_size=3, **settings))
+
+
+def read(model, **settings) -> dict[int, list]:
+    r = reader(model, **settings)
+    spans = r.run(DOC, QUERIES)
+    r.release()
+    return spans
+
+
+@pytest.mark.parametrize("family", ["deberta-v2", "albert", "electra", "roberta", "bert"])
+def test_onnxruntime_reads_torchs_answers_in_fp32(tiny_models, family):
+    torch_spans = read(tiny_models[family], dtype="fp32")
+    ort_spans = read(tiny_models[family], dtype="fp32", runtime="onnxruntime")
+    for qi in range(len(QUERIES)):
+        assert [(s.start, s.end, s.text) for s in ort_spans[qi]] == [(s.start, s.end, s.text) for s in torch_spans[qi]]
+        assert [s.score for s in ort_spans[qi]] == pytest.approx([s.score for s in torch_spans[qi]], rel=1e-4)
+        assert [s.null_score for s in ort_spans[qi]] == pytest.approx([s.null_score for s in torch_spans[qi]],
+                                                                      rel=1e-4)
+
+
+@pytest.mark.parametrize("family", ["deberta-v2", "bert"])
+def test_int8_quantizes_the_encoder_and_keeps_the_span_head(tiny_models, family):
+    r = reader(tiny_models[family], dtype="int8", runtime="onnxruntime")
+    int8 = r.run(DOC, QUERIES)[0]
+    graph = onnx.load(str(onnx_runtime.export_dir(r.model_id, r._template.uses_token_types) / "model-int8.onnx")).graph
+    integer = [n.name for n in graph.node if n.op_type == "MatMulInteger"]
+    head = [n.op_type for n in graph.node if "qa_outputs" in n.name]
+    assert len(integer) >= 12  # two layers' query, key, value, output and both feed-forward products
+    assert "MatMul" in head and "MatMulInteger" not in head
+    fp32 = read(tiny_models[family], dtype="fp32", runtime="onnxruntime")[0]
+    assert int8[0].start == fp32[0].start and int8[0].end == fp32[0].end
+    scores = {(s.start, s.end): s.score for s in fp32}
+    shared = [s for s in int8 if (s.start, s.end) in scores]
+    assert len(shared) >= 6
+    assert 0 < max(abs(s.score - scores[s.start, s.end]) for s in shared) < 0.1 * max(scores.values())
+
+
+def test_the_export_is_made_once_and_reused(tiny_models, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLPSYCH_CACHE", str(tmp_path))
+    first = reader(tiny_models["electra"], runtime="onnxruntime")
+    first.warm_up()
+    folder = onnx_runtime.export_dir(first.model_id, first._template.uses_token_types)
+    assert folder.parent == tmp_path / "onnx"
+    made = {f.name: f.stat().st_mtime_ns for f in folder.iterdir()}
+    assert set(made) == {"model.onnx", "model-int8.onnx"}
+    second = reader(tiny_models["electra"], runtime="onnxruntime", dtype="int8")
+    second.warm_up()
+    assert {f.name: f.stat().st_mtime_ns for f in folder.iterdir()} == made
+    assert [p.name for p in (tmp_path / "onnx").iterdir()] == [folder.name]  # no work folder left behind
+
+
+def test_a_failed_export_leaves_nothing_behind_and_the_next_run_exports(tiny_models, tmp_path, monkeypatch):
+    from onnxruntime import quantization
+
+    monkeypatch.setenv("MLPSYCH_CACHE", str(tmp_path))
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # the user's Ctrl-C while the int8 file is written
+
+    with monkeypatch.context() as patch:
+        patch.setattr(quantization, "quantize_dynamic", crash)
+        with pytest.raises(KeyboardInterrupt):
+            reader(tiny_models["bert"], runtime="onnxruntime").warm_up()
+    assert list((tmp_path / "onnx").iterdir()) == []
+    assert read(tiny_models["bert"], runtime="onnxruntime")[0]
+
+
+def test_a_damaged_export_is_one_clear_error(tiny_models, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLPSYCH_CACHE", str(tmp_path))
+    r = reader(tiny_models["roberta"], runtime="onnxruntime")
+    r.warm_up()
+    folder = onnx_runtime.export_dir(r.model_id, r._template.uses_token_types)
+    (folder / "model.onnx").write_bytes(b"not a model")
+    with pytest.raises(ModelLoadError, match="delete .* to export it again") as error:
+        reader(tiny_models["roberta"], runtime="onnxruntime").warm_up()
+    assert str(folder) in str(error.value)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--dtype", "bf16"], "--runtime onnxruntime: runtime onnxruntime reads in fp32 or int8 (dtype 'bf16' asked for)"),
+    (["--dtype", "fp16"], "reads in fp32 or int8"),
+    (["--device", "cuda"], "reads on the CPU only (device 'cuda' asked for)"),
+])
+def test_settings_onnxruntime_cannot_read_are_refused_with_the_settings(flags, message):
+    from mlpsych.cli import build_parser
+    from mlpsych.cli.run_cmd import settings_from_args
+    from mlpsych.errors import UserError
+    from mlpsych.questions import load_question_set
+
+    args = build_parser().parse_args(["run", "papers", "--runtime", "onnxruntime", *flags])
+    with pytest.raises(UserError, match=re.escape(message)):
+        settings_from_args(args, load_question_set("mlpsych"))
+    args = build_parser().parse_args(["run", "papers", "--runtime", "onnxruntime", "--dtype", "int8"])
+    assert settings_from_args(args, load_question_set("mlpsych"))[1].reader.runtime == "onnxruntime"
+
+
+def test_without_onnxruntime_installed_the_error_says_how_to_install_it(tiny_models, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what importing it does where it is not installed
+    with pytest.raises(ModelLoadError, match=r"mlpsych\[onnx\]"):
+        reader(tiny_models["bert"], runtime="onnxruntime").warm_up()
+
+
+def test_cache_fields_name_the_runtime_and_its_own_auto(monkeypatch):
+    torch_fields = ReaderSettings().cache_fields()
+    assert "runtime" not in torch_fields  # results cached before runtimes existed keep their keys
+    monkeypatch.setenv(DTYPE_ENV, "bf16")  # sets torch's auto, not ONNX Runtime's
+    ort = ReaderSettings(runtime="onnxruntime").cache_fields()
+    assert ort["runtime"] == "onnxruntime" and ort["dtype"] == "float32"
+    assert ReaderSettings(runtime="onnxruntime", dtype="int8").cache_fields()["dtype"] == "qint8"
+    assert {k: v for k, v in ort.items() if k not in ("runtime", "dtype")} == \
+        {k: v for k, v in torch_fields.items() if k != "dtype"}
