@@ -27,6 +27,24 @@ test -s out.xlsx
 "$work/venv/bin/mlpsych" run papers --questions "$work/tiny/questions.yaml" --preset fast \
     --small-reader "$work/tiny/bert" --out fast.xlsx --no-progress --max-sub-questions 2 --no-normalize
 test -s fast.xlsx
+# ONNX Runtime readers as installed: without the extra, one line saying how to add it (exit 2); with it, a run.
+set +e
+"$work/venv/bin/mlpsych" run papers --questions "$work/tiny/questions.yaml" --runtime onnxruntime --no-progress \
+    --max-length 128 --stride 32 --max-sub-questions 2 --no-normalize --out ort.xlsx 2> err.txt
+code=$?
+set -e
+grep -q 'mlpsych\[onnx\]' err.txt && [ "$code" -eq 2 ] || { cat err.txt; exit 1; }
+"$work/venv/bin/pip" install --quiet "$(ls "$work"/dist/mlpsych-*.whl)[onnx]"
+"$work/venv/bin/mlpsych" run papers --questions "$work/tiny/questions.yaml" --runtime onnxruntime --dtype int8 \
+    --no-progress --max-length 128 --stride 32 --max-sub-questions 2 --no-normalize --out ort.xlsx
+"$work/venv/bin/python" - <<'PY'
+import openpyxl
+book = openpyxl.load_workbook("ort.xlsx")
+run = {row[0]: row[1] for row in book["run"].iter_rows(values_only=True)}
+assert run["setting reader.runtime"] == "onnxruntime" and run["reader_dtype"] == "qint8", run
+assert book["answers"].max_row > 1
+print("wheel: ONNX Runtime readers (int8) answered from the installed wheel")
+PY
 # The coding loop as installed: the tiny BERT adapted on the examples' hand coding (its calibrator cross-fitted by
 # fold readers), then a run that reads with it and says so in its run sheet.
 "$work/venv/bin/mlpsych" adapt --reader "$work/tiny/bert" --texts papers --gold "$repo/examples/gold.json" \
@@ -48,4 +66,4 @@ set +e
 code=$?
 set -e
 grep -q "these models are needed and not available" err.txt && [ "$code" -eq 2 ] || { cat err.txt; exit 1; }
-echo "wheel: ok (installed outside the checkout, ran the library, tiny models and an adapted reader)"
+echo "wheel: ok (installed outside the checkout, ran the library, tiny models, ONNX Runtime readers and an adapted reader)"

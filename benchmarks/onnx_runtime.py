@@ -5,12 +5,13 @@
 Why: DeBERTa-v3-base reads at 27% of the bf16 matmul rate here, against 54-66% for ELECTRA-base with the same
 FLOPs (benchmarks/deberta_attention.py, matmul_throughput.py): its relative-position attention is many small
 operations, which a graph runtime may do better than eager torch. The issue names ONNX Runtime as the
-alternative "if it measures better". This measures it; mlpsych does not read with it.
+alternative "if it measures better". This measures it per forward pass; the readers read with it under
+``runtime: onnxruntime`` (``mlpsych.onnx_runtime``), whose end-to-end figures are reader_vs_reference's.
 
 Each reader is a random-weight model in its real architecture (``mlpsych.dev.tiny``), loaded as the readers load
-it (``AutoModelForQuestionAnswering``). It is exported to ONNX (torch's TorchScript exporter, opset 17, batch and
-length dynamic) and quantized to int8 with ONNX Runtime's dynamic quantization (weights int8, activations
-quantized at run time: what ``dtype: int8`` does in torch). One batch of ``--windows`` 512-token windows is read by
+it (``AutoModelForQuestionAnswering``). ONNX Runtime reads it as the readers' runtime does: exported to ONNX
+(torch's TorchScript exporter, batch and length dynamic) and, for int8, ONNX Runtime's dynamic quantization of the
+encoder (weights int8, activations quantized at run time: what ``dtype: int8`` does in torch). One batch of ``--windows`` 512-token windows is read by
 torch in fp32, bf16 and int8 (``mlpsych.models.quantize_linear_layers``) and by ONNX Runtime in fp32 and int8, in
 turn ``--repeat`` times; the median seconds per window are printed, with each configuration's largest start-logit
 difference from torch fp32 (fp32 in ONNX Runtime should agree to rounding; int8 is an approximation whose answers
@@ -39,24 +40,12 @@ TOKENS = 512
 READERS = ("deberta-v2:base", "electra:base", "bert:minilm-l12")  # the fast preset's architectures
 
 
-def export(model: torch.nn.Module, ids: torch.Tensor, out: Path) -> tuple[Path, Path]:
-    """The model as ONNX (fp32) and its int8 dynamic quantization."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    fp32, int8 = out / "model.onnx", out / "model-int8.onnx"
-    dynamic = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}}
-    with torch.inference_mode():
-        torch.onnx.export(model, (ids, torch.ones_like(ids)), fp32, input_names=["input_ids", "attention_mask"],
-                          output_names=["start_logits", "end_logits"], dynamic_axes=dynamic, opset_version=17,
-                          dynamo=False)
-    quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
-    return fp32, int8
-
-
 def configurations(path: str, ids: torch.Tensor, work: Path) -> dict[str, Callable[[], np.ndarray]]:
-    """Each way of reading ``ids``: a call returning the start logits as float32."""
-    import onnxruntime
+    """Each way of reading ``ids``: a call returning the start logits as float32 (ONNX Runtime's exports kept
+    in ``work``)."""
     from transformers import AutoModelForQuestionAnswering as AutoQA
+
+    from mlpsych.onnx_runtime import load_onnx_qa_model
 
     mask = torch.ones_like(ids)
 
@@ -71,12 +60,8 @@ def configurations(path: str, ids: torch.Tensor, work: Path) -> dict[str, Callab
     quantize_linear_layers(int8)
     runs = {"torch fp32": torch_reader(fp32), "torch bf16": torch_reader(
         AutoQA.from_pretrained(path, dtype=torch.bfloat16).eval()), "torch int8": torch_reader(int8)}
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = torch.get_num_threads()
-    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
-    for name, file in zip(("ort fp32", "ort int8"), export(fp32, ids, work)):
-        session = onnxruntime.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
-        runs[name] = lambda session=session: session.run(["start_logits"], feeds)[0]
+    for name, dtype in (("ort fp32", "float32"), ("ort int8", "qint8")):  # exported as mlpsych's readers export
+        runs[name] = torch_reader(load_onnx_qa_model(path, dtype, with_types=False, cache_dir=work))
     return runs
 
 

@@ -186,18 +186,19 @@ def _matmul_nodes(path: Path) -> list[str]:
             if node.op_type in ("MatMul", "Gemm")]
 
 
-def load_onnx_qa_model(model_id: str, dtype: str, with_types: bool, threads: int | None = None) -> OnnxQAModel:
+def load_onnx_qa_model(model_id: str, dtype: str, with_types: bool, cache_dir: Path | None = None) -> OnnxQAModel:
     """``model_id`` read by ONNX Runtime in ``dtype`` (float32 or qint8), exported first if this machine has not
-    exported it yet; ``threads`` as torch's (its thread setting governs both runtimes)."""
+    exported it yet (under ``cache_dir``, default mlpsych's cache folder), with torch's number of threads (its
+    setting governs both runtimes)."""
     import torch
     from transformers import AutoConfig
 
     ort = _onnxruntime()
-    folder = export_dir(model_id, with_types)
+    folder = export_dir(model_id, with_types, cache_dir)
     if not (folder / "model-int8.onnx").is_file():
         export_model(model_id, folder, with_types)
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or torch.get_num_threads()
+    options.intra_op_num_threads = torch.get_num_threads()
     options.log_severity_level = 3  # errors only: its warnings on unused initializers are not the user's
     # Its threads otherwise spin after each call, taking the cores from the next stage or the other reader of a
     # cascade (both sessions alive, used in turn).
