@@ -100,6 +100,20 @@ def test_a_failed_export_leaves_nothing_behind_and_the_next_run_exports(tiny_mod
     assert read(tiny_models["bert"], runtime="onnxruntime")[0]
 
 
+def test_an_export_finished_meanwhile_by_another_process_is_kept(tiny_models, tmp_path):
+    """Two processes (Ray workers on one machine) may export the same model at once: the one that finishes second
+    finds the folder in place, keeps it and leaves no work folder behind."""
+    model = str(tiny_models["bert"])
+    folder = onnx_runtime.export_dir(model, True, tmp_path)
+    onnx_runtime.export_model(model, folder, True)
+    made = {f.name: f.stat().st_mtime_ns for f in folder.iterdir()}
+    onnx_runtime.export_model(model, folder, True)  # the slower process, finishing after the first
+    assert {f.name: f.stat().st_mtime_ns for f in folder.iterdir()} == made
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]
+    assert onnx_runtime.load_onnx_qa_model(model, "float32", True, tmp_path).inputs == \
+        ["input_ids", "attention_mask", "token_type_ids"]
+
+
 def test_a_damaged_export_is_one_clear_error(tiny_models, tmp_path, monkeypatch):
     monkeypatch.setenv("MLPSYCH_CACHE", str(tmp_path))
     r = reader(tiny_models["roberta"], runtime="onnxruntime")
