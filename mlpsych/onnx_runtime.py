@@ -58,7 +58,8 @@ def onnx_dtype(requested: str, device: str = "auto") -> str:
     return DTYPES[requested]
 
 
-def _onnxruntime():
+def import_onnxruntime():
+    """ONNX Runtime's module, or a ModelLoadError saying how to install it (asked before a run reads any paper)."""
     try:
         import onnxruntime
     except ImportError as error:
@@ -131,7 +132,7 @@ def export_model(model_id: str, folder: Path, with_types: bool) -> None:
 
     from mlpsych.models import load_qa_model
 
-    _onnxruntime()
+    import_onnxruntime()
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = load_qa_model(model_id, "cpu", torch.float32)
@@ -193,7 +194,7 @@ def load_onnx_qa_model(model_id: str, dtype: str, with_types: bool, cache_dir: P
     import torch
     from transformers import AutoConfig
 
-    ort = _onnxruntime()
+    ort = import_onnxruntime()
     folder = export_dir(model_id, with_types, cache_dir)
     if not (folder / "model-int8.onnx").is_file():
         export_model(model_id, folder, with_types)

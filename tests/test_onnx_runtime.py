@@ -143,10 +143,19 @@ def test_settings_onnxruntime_cannot_read_are_refused_with_the_settings(flags, m
     assert settings_from_args(args, load_question_set("mlpsych"))[1].reader.runtime == "onnxruntime"
 
 
-def test_without_onnxruntime_installed_the_error_says_how_to_install_it(tiny_models, monkeypatch):
+def test_without_onnxruntime_installed_the_error_says_how_to_install_it(tiny_models, tiny_questions, examples_dir,
+                                                                        tmp_path, monkeypatch, capsys):
+    from mlpsych.cli import main
+
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what importing it does where it is not installed
     with pytest.raises(ModelLoadError, match=r"mlpsych\[onnx\]"):
         reader(tiny_models["bert"], runtime="onnxruntime").warm_up()
+    out = tmp_path / "out.xlsx"
+    code = main(["run", str(examples_dir / "papers"), "--questions", str(tiny_questions), "--runtime", "onnxruntime",
+                 "--no-progress", "--no-normalize", "--out", str(out), "--cache", str(tmp_path / "cache")])
+    error = capsys.readouterr().err
+    assert code == 2 and 'pip install "mlpsych[onnx]"' in error and len(error.strip().splitlines()) == 1
+    assert not out.exists() and not (tmp_path / "cache").exists()  # said before any paper was read
 
 
 def test_cache_fields_name_the_runtime_and_its_own_auto(monkeypatch):

@@ -142,10 +142,18 @@ MISSING_MODELS_HELP = (
 
 
 def check_models(questions: QuestionSet, settings: RunSettings, cache: Path | None) -> None:
-    """Every model of the run (readers, the cascade's small reader, the LLM) on this machine or downloadable,
-    before the first paper is read; all missing ones named at once."""
+    """Every model of the run (readers, the cascade's small reader, the LLM) on this machine or downloadable, and
+    the readers' runtime installed, before the first paper is read; all missing models named at once."""
     from mlpsych.preflight import check_run, download_note, missing_message
 
+    if settings.reader.runtime == "onnxruntime":
+        from mlpsych.models import ModelLoadError
+        from mlpsych.onnx_runtime import import_onnxruntime
+
+        try:
+            import_onnxruntime()
+        except ModelLoadError as error:
+            raise UserError(str(error)) from None
     checks = check_run(questions, settings, cache)
     missing = missing_message(checks)
     if missing:
