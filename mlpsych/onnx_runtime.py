@@ -1,9 +1,11 @@
 """Readers run by ONNX Runtime on the CPU: the model exported once per machine, cached, and read like torch's.
 
 Why: on a CPU, DeBERTa-v3's relative-position attention is many small operations that eager torch runs at 27% of
-the matmul rate; ONNX Runtime read a DeBERTa-v3-base window 1.1x faster than torch in bf16 with the same fp32
-logits (within 1e-6), and 1.8x faster in int8 (benchmarks/README.md, onnx_runtime). ``runtime: onnxruntime`` in
-the reader settings uses it; torch stays the default.
+the matmul rate; ONNX Runtime read a DeBERTa-v3-base window 1.1x faster than torch in bf16 with fp32's logits
+(within 1e-6), and 1.8x faster in int8 (benchmarks/README.md, onnx_runtime). ``runtime: onnxruntime`` in the
+reader settings uses it. torch stays the default: with bf16 in the CPU it read the fast preset faster end to end
+(MiniLM is slower in ONNX Runtime), and int8's answers fell short, in ONNX Runtime as in torch ("ONNX Runtime
+readers" there); where torch reads fp32, ONNX Runtime gives the same answers sooner.
 
 The export is torch's own (``torch.onnx.export``) of the model as :func:`mlpsych.models.load_qa_model` loads it
 (safetensors only), with batch and length dynamic, kept under the cache folder by the model's fingerprint, the
@@ -29,7 +31,6 @@ from mlpsych.errors import ModelLoadError
 
 log = logging.getLogger(__name__)
 
-RUNTIME = "onnxruntime"
 OPSET = 17
 EXPORT_VERSION = 1  # bump when the export changes what a cached file holds
 INSTALL_HELP = 'pip install "mlpsych[onnx]" (ONNX Runtime and onnx, from PyPI)'
@@ -80,10 +81,9 @@ class OnnxQAModel:
     """An exported extractive QA model in an ONNX Runtime session, called as the torch model is called (keyword
     tensors in, ``start_logits`` / ``end_logits`` out), so the reader batches, pads and decodes the same way."""
 
-    def __init__(self, session, config, dtype: str) -> None:
+    def __init__(self, session, config) -> None:
         self.session = session
         self.config = config
-        self.dtype = dtype
         self.inputs = [i.name for i in session.get_inputs()]
 
     def __call__(self, **inputs) -> OnnxOutput:
@@ -211,4 +211,4 @@ def load_onnx_qa_model(model_id: str, dtype: str, with_types: bool, cache_dir: P
         raise ModelLoadError(f"model {model_id!r}: its ONNX export {file} cannot be read by ONNX Runtime "
                              f"({str(error).strip().splitlines()[0]}); delete {folder} to export it again") from error
     log.info("loaded %s in ONNX Runtime (%s)", model_id, dtype)
-    return OnnxQAModel(session, AutoConfig.from_pretrained(model_id), dtype)
+    return OnnxQAModel(session, AutoConfig.from_pretrained(model_id))
