@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 OPSET = 17
 EXPORT_VERSION = 1  # bump when the export changes what a cached file holds
+FP32_FILE, INT8_FILE = "model.onnx", "model-int8.onnx"
 INSTALL_HELP = 'pip install "mlpsych[onnx]" (ONNX Runtime and onnx, from PyPI)'
 DTYPES = {"auto": "float32", "fp32": "float32", "float32": "float32", "int8": "qint8", "qint8": "qint8"}
 
@@ -60,8 +61,10 @@ def onnx_dtype(requested: str, device: str = "auto") -> str:
 
 
 def import_onnxruntime():
-    """ONNX Runtime's module, or a ModelLoadError saying how to install it (asked before a run reads any paper)."""
+    """ONNX Runtime's module, or a ModelLoadError saying how to install it and onnx, which its quantizer uses
+    (asked before a run reads any paper)."""
     try:
+        import onnx  # noqa: F401 - what int8 quantization edits the graph with
         import onnxruntime
     except ImportError as error:
         raise ModelLoadError(f"runtime onnxruntime needs ONNX Runtime, which is not installed: {INSTALL_HELP}") \
@@ -126,14 +129,11 @@ def export_dir(model_id: str, with_types: bool, cache_dir: Path | None = None) -
 
 
 def export_model(model_id: str, folder: Path, with_types: bool) -> None:
-    """Export ``model_id`` (fp32) to ``folder/model.onnx`` and its int8 quantization to ``folder/model-int8.onnx``,
-    written beside it first and moved into place whole, so a crash or a second process never leaves half a file."""
+    """Export ``model_id`` (fp32) to ``folder/model.onnx``: written in a work folder beside it and moved into place
+    whole, so a crash or a second process never leaves half a file."""
     import torch
 
     from mlpsych.models import load_qa_model
-
-    import_onnxruntime()
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = load_qa_model(model_id, "cpu", torch.float32)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -145,20 +145,33 @@ def export_model(model_id: str, folder: Path, with_types: bool) -> None:
         log.info("exporting %s to ONNX once (cached in %s)", model_id, folder)
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the exporter's notices on traced shapes and its own deprecation
-            torch.onnx.export(_logits_module(model, with_types), args, work / "model.onnx", input_names=names,
+            torch.onnx.export(_logits_module(model, with_types), args, work / FP32_FILE, input_names=names,
                               output_names=["start_logits", "end_logits"], opset_version=OPSET, dynamo=False,
                               dynamic_axes={name: {0: "batch", 1: "tokens"} for name in names})
-        head = [n for n in _matmul_nodes(work / "model.onnx") if "qa_outputs" in n]
-        with _root_notices_dropped():
-            quantize_dynamic(work / "model.onnx", work / "model-int8.onnx", weight_type=QuantType.QInt8,
-                             nodes_to_exclude=head)
         try:
             os.rename(work, folder)
         except OSError:  # another process exported it meanwhile: theirs is the same
-            if not (folder / "model-int8.onnx").is_file():
+            if not (folder / FP32_FILE).is_file():
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def quantize_export(folder: Path) -> None:
+    """The export's int8 twin ``folder/model-int8.onnx``, made when int8 is first asked for (a third of the fp32
+    file's size): the encoder's matrix products quantized, the span head's left in fp32. Written to a temporary
+    name and renamed, so it is whole or absent."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    head = [n for n in _matmul_nodes(folder / FP32_FILE) if "qa_outputs" in n]
+    handle, name = tempfile.mkstemp(prefix=".int8-", suffix=".onnx", dir=folder)
+    os.close(handle)
+    try:
+        with _root_notices_dropped():
+            quantize_dynamic(folder / FP32_FILE, Path(name), weight_type=QuantType.QInt8, nodes_to_exclude=head)
+        os.replace(name, folder / INT8_FILE)
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 class _ErrorsOnly(logging.Filter):
@@ -196,15 +209,17 @@ def load_onnx_qa_model(model_id: str, dtype: str, with_types: bool, cache_dir: P
 
     ort = import_onnxruntime()
     folder = export_dir(model_id, with_types, cache_dir)
-    if not (folder / "model-int8.onnx").is_file():
+    if not (folder / FP32_FILE).is_file():
         export_model(model_id, folder, with_types)
+    if dtype == "qint8" and not (folder / INT8_FILE).is_file():
+        quantize_export(folder)
     options = ort.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()
     options.log_severity_level = 3  # errors only: its warnings on unused initializers are not the user's
     # Its threads otherwise spin after each call, taking the cores from the next stage or the other reader of a
     # cascade (both sessions alive, used in turn).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    file = folder / ("model-int8.onnx" if dtype == "qint8" else "model.onnx")
+    file = folder / (INT8_FILE if dtype == "qint8" else FP32_FILE)
     try:
         session = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
     except Exception as error:  # ONNX Runtime's own exception types are not importable by a stable name

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -70,34 +71,57 @@ def test_int8_quantizes_the_encoder_and_keeps_the_span_head(tiny_models, family)
     assert 0 < max(abs(s.score - scores[s.start, s.end]) for s in shared) < 0.1 * max(scores.values())
 
 
-def test_the_export_is_made_once_and_reused(tiny_models, tmp_path, monkeypatch):
+def test_the_export_is_made_once_and_reused_and_int8_when_first_asked_for(tiny_models, tmp_path, monkeypatch):
     monkeypatch.setenv("MLPSYCH_CACHE", str(tmp_path))
     first = reader(tiny_models["electra"], runtime="onnxruntime")
     first.warm_up()
     folder = onnx_runtime.export_dir(first.model_id, first._template.uses_token_types)
     assert folder.parent == tmp_path / "onnx"
     made = {f.name: f.stat().st_mtime_ns for f in folder.iterdir()}
-    assert set(made) == {"model.onnx", "model-int8.onnx"}
+    assert set(made) == {"model.onnx"}  # no int8 file until int8 is read
     second = reader(tiny_models["electra"], runtime="onnxruntime", dtype="int8")
     second.warm_up()
-    assert {f.name: f.stat().st_mtime_ns for f in folder.iterdir()} == made
+    files = {f.name: f.stat().st_mtime_ns for f in folder.iterdir()}
+    assert set(files) == {"model.onnx", "model-int8.onnx"} and files["model.onnx"] == made["model.onnx"]
+    reader(tiny_models["electra"], runtime="onnxruntime", dtype="int8").warm_up()
+    assert {f.name: f.stat().st_mtime_ns for f in folder.iterdir()} == files
     assert [p.name for p in (tmp_path / "onnx").iterdir()] == [folder.name]  # no work folder left behind
 
 
 def test_a_failed_export_leaves_nothing_behind_and_the_next_run_exports(tiny_models, tmp_path, monkeypatch):
-    from onnxruntime import quantization
+    import torch
 
     monkeypatch.setenv("MLPSYCH_CACHE", str(tmp_path))
 
     def crash(*args, **kwargs):
-        raise KeyboardInterrupt  # the user's Ctrl-C while the int8 file is written
+        raise KeyboardInterrupt  # the user's Ctrl-C while the export is written
 
     with monkeypatch.context() as patch:
-        patch.setattr(quantization, "quantize_dynamic", crash)
+        patch.setattr(torch.onnx, "export", crash)
         with pytest.raises(KeyboardInterrupt):
             reader(tiny_models["bert"], runtime="onnxruntime").warm_up()
     assert list((tmp_path / "onnx").iterdir()) == []
     assert read(tiny_models["bert"], runtime="onnxruntime")[0]
+
+
+def test_a_failed_quantization_leaves_the_export_whole_and_the_next_run_quantizes(tiny_models, tmp_path, monkeypatch):
+    from onnxruntime import quantization
+
+    monkeypatch.setenv("MLPSYCH_CACHE", str(tmp_path))
+    r = reader(tiny_models["bert"], runtime="onnxruntime")
+    r.warm_up()
+    folder = onnx_runtime.export_dir(r.model_id, r._template.uses_token_types)
+
+    def crash(model_input, model_output, **kwargs):
+        Path(model_output).write_bytes(b"half a model")
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(quantization, "quantize_dynamic", crash)
+        with pytest.raises(KeyboardInterrupt):
+            reader(tiny_models["bert"], runtime="onnxruntime", dtype="int8").warm_up()
+    assert [f.name for f in folder.iterdir()] == ["model.onnx"]
+    assert read(tiny_models["bert"], runtime="onnxruntime", dtype="int8")[0]
 
 
 def test_an_export_finished_meanwhile_by_another_process_is_kept(tiny_models, tmp_path):
@@ -110,8 +134,10 @@ def test_an_export_finished_meanwhile_by_another_process_is_kept(tiny_models, tm
     onnx_runtime.export_model(model, folder, True)  # the slower process, finishing after the first
     assert {f.name: f.stat().st_mtime_ns for f in folder.iterdir()} == made
     assert [p.name for p in folder.parent.iterdir()] == [folder.name]
-    assert onnx_runtime.load_onnx_qa_model(model, "float32", True, tmp_path).inputs == \
+    assert onnx_runtime.load_onnx_qa_model(model, "qint8", True, tmp_path).inputs == \
         ["input_ids", "attention_mask", "token_type_ids"]
+    onnx_runtime.quantize_export(folder)  # the int8 twin made twice: replaced whole, no temporary file left
+    assert sorted(f.name for f in folder.iterdir()) == ["model-int8.onnx", "model.onnx"]
 
 
 def test_a_damaged_export_is_one_clear_error(tiny_models, tmp_path, monkeypatch):
