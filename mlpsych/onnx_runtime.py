@@ -159,19 +159,24 @@ def export_model(model_id: str, folder: Path, with_types: bool) -> None:
 
 def quantize_export(folder: Path) -> None:
     """The export's int8 twin ``folder/model-int8.onnx``, made when int8 is first asked for (a third of the fp32
-    file's size): the encoder's matrix products quantized, the span head's left in fp32. Written to a temporary
-    name and renamed, so it is whole or absent."""
+    file's size): the encoder's matrix products quantized, the span head's left in fp32. Made in a private work
+    folder (the quantizer writes a shape-inferred copy beside its input, which two processes quantizing at once
+    would share) and moved into place whole."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     head = [n for n in _matmul_nodes(folder / FP32_FILE) if "qa_outputs" in n]
-    handle, name = tempfile.mkstemp(prefix=".int8-", suffix=".onnx", dir=folder)
-    os.close(handle)
+    work = Path(tempfile.mkdtemp(prefix=".int8-", dir=folder))
     try:
+        source = work / FP32_FILE
+        try:
+            os.link(folder / FP32_FILE, source)  # the same file under a private name: nothing copied
+        except OSError:  # a file system without hard links
+            shutil.copyfile(folder / FP32_FILE, source)
         with _root_notices_dropped():
-            quantize_dynamic(folder / FP32_FILE, Path(name), weight_type=QuantType.QInt8, nodes_to_exclude=head)
-        os.replace(name, folder / INT8_FILE)
+            quantize_dynamic(source, work / INT8_FILE, weight_type=QuantType.QInt8, nodes_to_exclude=head)
+        os.replace(work / INT8_FILE, folder / INT8_FILE)
     finally:
-        Path(name).unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 class _ErrorsOnly(logging.Filter):

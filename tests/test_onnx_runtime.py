@@ -140,6 +140,19 @@ def test_an_export_finished_meanwhile_by_another_process_is_kept(tiny_models, tm
     assert sorted(f.name for f in folder.iterdir()) == ["model-int8.onnx", "model.onnx"]
 
 
+def test_quantizing_uses_no_shared_scratch_file(tiny_models, tmp_path):
+    """ONNX Runtime's quantizer writes a shape-inferred copy beside its input and deletes it after: two Ray workers
+    quantizing one export at once lost each other's copy (a paper failed with "No such file ...-inferred.onnx").
+    Another process's copy is stood for by a folder in its place: quantizing must not need that name."""
+    model = str(tiny_models["roberta"])
+    folder = onnx_runtime.export_dir(model, False, tmp_path)
+    onnx_runtime.export_model(model, folder, False)
+    (folder / "model-inferred.onnx").mkdir()
+    onnx_runtime.quantize_export(folder)
+    assert sorted(f.name for f in folder.iterdir()) == ["model-inferred.onnx", "model-int8.onnx", "model.onnx"]
+    assert onnx_runtime.load_onnx_qa_model(model, "qint8", False, tmp_path).inputs == ["input_ids", "attention_mask"]
+
+
 def test_a_damaged_export_is_one_clear_error(tiny_models, tmp_path, monkeypatch):
     monkeypatch.setenv("MLPSYCH_CACHE", str(tmp_path))
     r = reader(tiny_models["roberta"], runtime="onnxruntime")
