@@ -11,11 +11,12 @@ alternative "if it measures better". This measures it per forward pass; the read
 Each reader is a random-weight model in its real architecture (``mlpsych.dev.tiny``), loaded as the readers load
 it (``AutoModelForQuestionAnswering``). ONNX Runtime reads it as the readers' runtime does: exported to ONNX
 (torch's TorchScript exporter, batch and length dynamic) and, for int8, ONNX Runtime's dynamic quantization of the
-encoder (weights int8, activations quantized at run time: what ``dtype: int8`` does in torch). One batch of ``--windows`` 512-token windows is read by
-torch in fp32, bf16 and int8 (``mlpsych.models.quantize_linear_layers``) and by ONNX Runtime in fp32 and int8, in
-turn ``--repeat`` times; the median seconds per window are printed, with each configuration's largest start-logit
-difference from torch fp32 (fp32 in ONNX Runtime should agree to rounding; int8 is an approximation whose answers
-would have to be judged as `dtype_answers.py` judged torch's). Prints measurements, not pass/fail.
+encoder (weights int8, activations quantized at run time: what ``dtype: int8`` does in torch). One batch of
+``--windows`` 512-token windows is read by torch in fp32, bf16 and int8 (``mlpsych.models.quantize_linear_layers``)
+and by ONNX Runtime in fp32 and int8, in turn ``--repeat`` times; the median seconds per window are printed, with
+each configuration's largest start-logit difference from torch fp32 (fp32 in ONNX Runtime should agree to rounding;
+int8 is an approximation whose answers are judged as `dtype_answers.py` judges torch's). Prints measurements, not
+pass/fail.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.reader_speed import tiny_model  # noqa: E402
-from mlpsych.models import quantize_linear_layers  # noqa: E402
+from mlpsych.models import ModelLoadError, quantize_linear_layers  # noqa: E402
+from mlpsych.onnx_runtime import import_onnxruntime, load_onnx_qa_model  # noqa: E402
 
 TOKENS = 512
 READERS = ("deberta-v2:base", "electra:base", "bert:minilm-l12")  # the fast preset's architectures
@@ -44,8 +46,6 @@ def configurations(path: str, ids: torch.Tensor, work: Path) -> dict[str, Callab
     """Each way of reading ``ids``: a call returning the start logits as float32 (ONNX Runtime's exports kept
     in ``work``)."""
     from transformers import AutoModelForQuestionAnswering as AutoQA
-
-    from mlpsych.onnx_runtime import load_onnx_qa_model
 
     mask = torch.ones_like(ids)
 
@@ -85,9 +85,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     try:
-        import onnxruntime
-    except ImportError:
-        raise SystemExit("needs onnxruntime and onnx (pip install -e '.[dev]')") from None
+        onnxruntime = import_onnxruntime()
+    except ModelLoadError as error:
+        raise SystemExit(str(error)) from None
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), onnxruntime {onnxruntime.__version__}; "
           f"{args.windows} windows of {TOKENS} tokens, median of {args.repeat} interleaved; random weights")
     print("\n| reader | torch fp32 | torch bf16 | torch int8 | ORT fp32 | ORT int8 | "

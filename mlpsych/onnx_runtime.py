@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,8 +138,7 @@ def export_model(model_id: str, folder: Path, with_types: bool) -> None:
 
     model = load_qa_model(model_id, "cpu", torch.float32)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".export-", dir=folder.parent))
-    try:
+    with _work_folder(folder.parent, ".export-") as work:
         ids = torch.ones((2, 16), dtype=torch.long)
         args = (ids, torch.ones_like(ids)) + ((torch.zeros_like(ids),) if with_types else ())
         names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
@@ -153,8 +153,6 @@ def export_model(model_id: str, folder: Path, with_types: bool) -> None:
         except OSError:  # another process exported it meanwhile: theirs is the same
             if not (folder / FP32_FILE).is_file():
                 raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def quantize_export(folder: Path) -> None:
@@ -165,8 +163,7 @@ def quantize_export(folder: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     head = [n for n in _matmul_nodes(folder / FP32_FILE) if "qa_outputs" in n]
-    work = Path(tempfile.mkdtemp(prefix=".int8-", dir=folder))
-    try:
+    with _work_folder(folder, ".int8-") as work:
         source = work / FP32_FILE
         try:
             os.link(folder / FP32_FILE, source)  # the same file under a private name: nothing copied
@@ -175,6 +172,15 @@ def quantize_export(folder: Path) -> None:
         with _root_notices_dropped():
             quantize_dynamic(source, work / INT8_FILE, weight_type=QuantType.QInt8, nodes_to_exclude=head)
         os.replace(work / INT8_FILE, folder / INT8_FILE)
+
+
+@contextmanager
+def _work_folder(parent: Path, prefix: str) -> Iterator[Path]:
+    """A private folder in ``parent`` (the same file system, so what is made there moves into place whole), gone
+    after, whatever was left in it by a crash or a Ctrl-C."""
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        yield work
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

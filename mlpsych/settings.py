@@ -79,8 +79,9 @@ class ReaderSettings(BaseModel):
 
     def cache_fields(self) -> dict:
         """Settings that change the result: windowing, decoding, the runtime and the dtype the model runs in,
-        ``auto`` resolved for this machine (and ``$MLPSYCH_DTYPE``) without loading the model. ``max_length`` None is the model's
-        maximum, which its fingerprint covers. Device and batch size change nothing beyond float noise."""
+        ``auto`` resolved for this machine (and ``$MLPSYCH_DTYPE``) without loading the model. ``max_length`` None
+        is the model's maximum, which its fingerprint covers. Device and batch size change nothing beyond float
+        noise."""
         from mlpsych.models import dtype_name
 
         fields = self.model_dump(exclude={"device", "dtype", "batch_size", "runtime"})

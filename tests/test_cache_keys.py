@@ -99,11 +99,9 @@ def reader(**changes) -> Callable[..., tuple[ReaderSettings, QuestionSet]]:
     return lambda b, env, request: (READER.model_copy(update=changes), b.questions)
 
 
-def onnxruntime() -> Callable[..., tuple[ReaderSettings, QuestionSet]]:
-    def change(b: Baseline, env: pytest.MonkeyPatch, request) -> tuple[ReaderSettings, QuestionSet]:
-        pytest.importorskip("onnxruntime", reason="ONNX Runtime (onnxruntime) is not installed")
-        return READER.model_copy(update={"runtime": "onnxruntime", "dtype": "fp32"}), b.questions
-    return change
+def onnxruntime_fp32(b: Baseline, env: pytest.MonkeyPatch, request) -> tuple[ReaderSettings, QuestionSet]:
+    pytest.importorskip("onnxruntime", reason="ONNX Runtime (onnxruntime) is not installed")
+    return READER.model_copy(update={"runtime": "onnxruntime", "dtype": "fp32"}), b.questions
 
 
 def asked(question_id: str, **changes) -> Callable[..., tuple[ReaderSettings, QuestionSet]]:
@@ -131,7 +129,7 @@ CASES: dict[str, tuple[Callable[..., tuple[ReaderSettings, QuestionSet]], Callab
     "another dtype": (reader(dtype=OTHER), everything),
     "another dtype through the environment": (other_dtype_in_environment, everything),
     "int8": (reader(dtype="int8"), everything),
-    "runtime onnxruntime": (onnxruntime(), everything),
+    "runtime onnxruntime": (onnxruntime_fp32, everything),
     "max length": (reader(max_length=112), everything),
     "max length: the model's": (reader(max_length=None), everything),
     "stride": (reader(stride=24), everything),
