@@ -17,13 +17,21 @@ reads in its own dtype (``auto``: bf16 on such a GPU; the reference's fp32) unle
 Printed per preset: seconds, papers per hour, windows read, the readers' GFLOPs (the run sheet's count) and the
 TFLOP/s they achieved, against a bf16 matrix product (or ``--dtype``'s) measured in the same process.
 Measurements, not pass/fail.
+
+A run loads each model once per stage, whatever the number of papers, so a few papers overstate the cost of a
+large study. ``--papers 6,30`` times each preset on the first 6 and, from another empty cache, the first 30
+papers, and prints the cost of the 24 more: the papers per hour of a long run, loading excluded. ``--profile DIR``
+writes a cProfile of each preset's longest run there (the functions with the most time).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import logging
+import pstats
 import sys
 import tempfile
 import time
@@ -109,10 +117,33 @@ def matmul_tflops(device: str, dtype: str) -> float:
     return 2 * size**3 * repeats / (time.perf_counter() - started) / 1e12
 
 
+def timed_run(questions, settings, warm, papers, profile: Path | None):
+    """One preset on ``papers`` from an empty cache (after ``warm`` in another): the pipeline, its result and the
+    seconds; with ``profile``, cProfile's top functions written there."""
+    with tempfile.TemporaryDirectory() as cache_dir:
+        Pipeline(questions, settings, ResultCache(Path(cache_dir) / "warm"), progress=False).run([warm])
+        pipeline = Pipeline(questions, settings, ResultCache(Path(cache_dir) / "timed"), progress=False)
+        profiler = cProfile.Profile() if profile else None
+        started = time.perf_counter()
+        if profiler:
+            profiler.enable()
+        result = pipeline.run(papers)
+        seconds = time.perf_counter() - started
+        if profiler:
+            profiler.disable()
+            text = io.StringIO()
+            stats = pstats.Stats(profiler, stream=text)
+            for order in ("tottime", "cumulative"):
+                stats.sort_stats(order).print_stats(40)
+            profile.write_text(text.getvalue(), encoding="utf-8")
+    return pipeline, result, seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
-    parser.add_argument("--papers", type=int, default=4, help="papers timed (after one untimed paper)")
+    parser.add_argument("--papers", default="4", help="papers timed (after one untimed paper); several, comma "
+                                                      "separated, for the cost of the papers added")
     parser.add_argument("--presets", default="paper,fast")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="preset",
@@ -123,12 +154,14 @@ def main() -> None:
     parser.add_argument("--sub-questions", type=int, default=8, help="q1 answers each paper's q4 asks about")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "mlpsych-presets-per-hour")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--profile", type=Path, default=None, help="a folder for cProfile's text of each preset's "
+                                                                   "longest run")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    _, docs = development_set(args.data, args.papers + 1)
+    counts = sorted({int(n) for n in args.papers.split(",") if n})
+    _, docs = development_set(args.data, counts[-1] + 1)
     warm, timed = docs[0], docs[1:]
-    words = sum(len(d.text.split()) for d in timed) / len(timed)
     names = [p for p in args.presets.split(",") if p]
     needed = set()
     for preset in names:
@@ -143,34 +176,40 @@ def main() -> None:
     half = "bf16" if args.dtype == "preset" else args.dtype
     peak = matmul_tflops(args.device, half)
     print(f"\nmatrix product in this process ({args.device}, {half}): {peak:.1f} TFLOP/s")
-    print(f"{len(timed)} papers timed, {words:.0f} words on average; readers: {args.size} architectures, random "
-          "weights\n")
-    print("| preset | dtype | seconds | papers per hour | windows read | q4 sub-questions | reader TFLOPs | TFLOP/s "
-          "achieved | share of the matrix product |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    figures = {"device": args.device, "dtype": args.dtype, "papers": len(timed), "mean_words": words,
-               "matmul_tflops": peak, "presets": {}}
+    print(f"readers: {args.size} architectures, random weights; papers timed: "
+          + ", ".join(f"{n} ({sum(len(d.text.split()) for d in timed[:n]) / n:.0f} words on average)"
+                      for n in counts) + "\n")
+    print("| preset | dtype | papers | seconds | papers per hour | windows read | q4 sub-questions | reader TFLOPs | "
+          "TFLOP/s achieved | share of the matrix product |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    figures = {"device": args.device, "dtype": args.dtype, "matmul_tflops": peak, "presets": {}}
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     for preset in names:
         questions, settings = configured(preset, models, args.device, args.dtype, args.batch_size,
                                          args.sub_questions)
-        with tempfile.TemporaryDirectory() as cache_dir:
-            Pipeline(questions, settings, ResultCache(Path(cache_dir) / "warm"), progress=False).run([warm])
-            pipeline = Pipeline(questions, settings, ResultCache(Path(cache_dir) / "timed"), progress=False)
-            started = time.perf_counter()
-            result = pipeline.run(timed)
-            seconds = time.perf_counter() - started
-        tflops = sum(v or 0.0 for v in result.info.reader_gflops.values()) / 1e3
-        follow_ups = len({(a.doc_id, a.bridge_entity) for a in result.answers if a.question_id == "q4"})
         dtype = dtype_name(settings.reader.dtype, args.device)
-        row = {"dtype": dtype, "seconds": seconds, "papers_per_hour": 3600 * len(timed) / seconds,
-               "windows": pipeline.windows_read,
-               "q4_sub_questions": follow_ups, "reader_tflops": tflops, "tflops_per_s": tflops / seconds,
-               "share": tflops / seconds / peak, "gflops_by_model": result.info.reader_gflops,
-               "errors": {k: v[:1] for k, v in result.errors.items()}}
-        figures["presets"][preset] = row
-        print(f"| {preset} | {dtype} | {seconds:.1f} | {row['papers_per_hour']:.0f} | {row['windows']} | "
-              f"{follow_ups} | {tflops:.1f} | {row['tflops_per_s']:.2f} | {row['share']:.1%} |")
-        if result.errors:
-            log.warning("%s: errors %s", preset, row["errors"])
+        rows = figures["presets"][preset] = {}
+        for n in counts:
+            profile = args.profile / f"{preset}-{n}.txt" if args.profile and n == counts[-1] else None
+            pipeline, result, seconds = timed_run(questions, settings, warm, timed[:n], profile)
+            tflops = sum(v or 0.0 for v in result.info.reader_gflops.values()) / 1e3
+            follow_ups = len({(a.doc_id, a.bridge_entity) for a in result.answers if a.question_id == "q4"})
+            row = rows[n] = {
+                "dtype": dtype, "seconds": seconds, "papers_per_hour": 3600 * n / seconds,
+                "mean_words": sum(len(d.text.split()) for d in timed[:n]) / n, "windows": pipeline.windows_read,
+                "q4_sub_questions": follow_ups, "reader_tflops": tflops, "tflops_per_s": tflops / seconds,
+                "share": tflops / seconds / peak, "gflops_by_model": result.info.reader_gflops,
+                "errors": {k: v[:1] for k, v in result.errors.items()}}
+            print(f"| {preset} | {dtype} | {n} | {seconds:.1f} | {row['papers_per_hour']:.0f} | {row['windows']} | "
+                  f"{follow_ups} | {tflops:.1f} | {row['tflops_per_s']:.2f} | {row['share']:.1%} |", flush=True)
+            if result.errors:
+                log.warning("%s: errors %s", preset, row["errors"])
+    for preset, rows in figures["presets"].items():
+        for low, high in zip(counts, counts[1:]):
+            extra = rows[high]["seconds"] - rows[low]["seconds"]
+            print(f"{preset}: papers {low + 1}-{high} took {extra:.1f} s more than the first {low}: "
+                  f"{3600 * (high - low) / extra:.0f} papers per hour beyond the first {low} (model loading "
+                  "excluded; different papers)")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1), encoding="utf-8")
 
