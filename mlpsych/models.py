@@ -7,6 +7,7 @@ import gc
 import logging
 import os
 import re
+import weakref
 from pathlib import Path
 
 from mlpsych.errors import ModelLoadError
@@ -259,12 +260,15 @@ def safetensors_kwargs(model_id: str) -> dict:
     return {}
 
 
-def free_memory() -> None:
+def free_memory(released: weakref.ref | None = None) -> None:
     """Collect released models (and empty the CUDA cache), so encoders and the LLM are not resident together.
 
-    Call it after dropping the last reference to a model.
+    Call it after dropping the last reference to a model. ``released``, a weak reference to that model: when
+    reference counting has already freed it, the full collection is skipped (0.3 s a call with a run's records in
+    memory, a tenth of a GPU run of the fast preset).
     """
-    gc.collect()
+    if released is None or released() is not None:
+        gc.collect()
     try:
         import torch
 

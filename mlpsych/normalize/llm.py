@@ -277,12 +277,15 @@ class Normalizer:
 
     def release(self) -> None:
         """Drop the model and tokenizer and empty the CUDA cache, so the next stage's models fit."""
+        import weakref
+
         from mlpsych.models import free_memory
 
+        released = weakref.ref(self._model) if self._model is not None else None
         self._model = None
         self._tokenizer = None
         self._device = None
-        free_memory()
+        free_memory(released)
 
 
 def _itemsize(torch_dtype: Any) -> float:

@@ -244,4 +244,5 @@ def summed_by_text(candidates: list[WindowCandidate], text: str) -> list[WindowC
             total[key] += c.score
         else:
             first[key], total[key] = c, c.score
-    return [replace(c, score=total[key]) for key, c in first.items()]
+    # a text found once keeps its record: most are, and copying each at every pruning was a GPU run's hot spot
+    return [c if total[key] == c.score else replace(c, score=total[key]) for key, c in first.items()]

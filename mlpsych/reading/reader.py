@@ -9,6 +9,7 @@ paper.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -222,10 +223,11 @@ class Reader:
         return 8
 
     def release(self) -> None:
+        released = weakref.ref(self.model) if self.model is not None else None
         self.model = None
         self.tokenizer = None
         self._encoded.clear()
-        free_memory()
+        free_memory(released)
 
     @property
     def max_length(self) -> int:

@@ -169,3 +169,29 @@ def test_int8_reads_close_to_fp32(tiny_models, family):
     assert len(fp32.keys() & int8.keys()) >= 8
     shared = fp32.keys() & int8.keys()
     assert 0 < max(abs(fp32[k] - int8[k]) for k in shared) < 0.1 * max(fp32.values())
+
+
+@pytest.mark.parametrize("family", ["deberta-v2", "bert"])
+def test_release_frees_the_model_without_a_full_collection(tiny_models, family, monkeypatch):
+    """Reference counting frees a read model; a full collection (slow with a run's records in memory) is left for
+    a model something still holds."""
+    import gc
+    import weakref
+
+    from mlpsych import models
+
+    collections = []
+    monkeypatch.setattr(models.gc, "collect", lambda *args: collections.append(args) or 0)
+    reader = Reader(str(tiny_models[family]), ReaderSettings(max_length=96, stride=24, question_tokens=24))
+    reader.run(Document(id="d", text=TEXT), [Query("q1", "What methods were used?", 3, 8)])
+    model = weakref.ref(reader.model)
+    gc.disable()  # only reference counting may free it here
+    try:
+        reader.release()
+        assert model() is None and collections == []
+        reader.warm_up()
+        kept = reader.model
+        reader.release()
+        assert collections == [()] and model() is None and kept is not None
+    finally:
+        gc.enable()

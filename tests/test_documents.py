@@ -1,0 +1,41 @@
+"""The document record: pages of offsets and the evidence sentence around an answer."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mlpsych.documents import Document
+
+SENTENCES = ["Participants (N = 120) completed the survey.", "We trained a random forest in R 4.2.1!",
+             "Was it better than logistic regression?", "3 models were compared.", "(Table 2) shows the results."]
+TEXT = "  ".join(SENTENCES)
+
+
+@pytest.mark.parametrize("index", range(len(SENTENCES)))
+def test_the_evidence_is_the_sentence_holding_the_answer(index):
+    doc = Document(id="d", text=TEXT)
+    sentence = SENTENCES[index]
+    start = TEXT.index(sentence)
+    for word in re.finditer(r"\S+", sentence):
+        assert doc.sentence_around(start + word.start(), start + word.end()) == sentence
+
+
+def test_an_answer_across_sentences_gets_both_and_long_evidence_is_cut_around_it():
+    doc = Document(id="d", text=TEXT)
+    start, end = TEXT.index("survey"), TEXT.index("forest") + len("forest")
+    assert doc.sentence_around(start, end) == " ".join(SENTENCES[:2])
+    long = Document(id="l", text="word " * 500 + "the answer " + "word " * 500 + ".")
+    at = long.text.index("the answer")
+    evidence = long.sentence_around(at, at + 10, max_chars=100)
+    assert "the answer" in evidence and len(evidence) <= 110
+
+
+def test_each_text_has_its_own_sentences():
+    """Sentence bounds are found once per text: another text, or the same id with another text, is not confused."""
+    first = Document(id="d", text=TEXT)
+    assert first.sentence_around(0, 5) == SENTENCES[0]
+    other = Document(id="d", text="A different paper. It used SPSS.")
+    assert other.sentence_around(other.text.index("SPSS"), len(other.text) - 1) == "It used SPSS."
+    assert first.sentence_around(0, 5) == SENTENCES[0]
