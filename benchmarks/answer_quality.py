@@ -84,6 +84,11 @@ ARMS: dict[str, Arm] = {
     "reference": Arm("reference"),
     "paper": Arm("paper", FP32),
     "fast": Arm("fast", FP32),
+    # q2 also reading the windows where the paper marks a tool (CascadeSettings.tool_windows), on and off
+    "fast-tools-on": Arm("fast", deep_update(FP32, {"retrieval": {"cascade": {"tool_windows": True}}}),
+                         deviation="the cascade's q2 also reads the windows marking a tool"),
+    "fast-tools-off": Arm("fast", deep_update(FP32, {"retrieval": {"cascade": {"tool_windows": False}}}),
+                          deviation="the cascade's q2 reads only the windows it chooses"),
     "paper-bf16": Arm("paper", {"reader": {"dtype": "bf16"}}, deviation="reader in bf16"),
     # the default with one of its deviations set back to the paper's code
     "+windows": Arm("paper", deep_update(FP32, {"reader": {"max_length": 384, "layout": "per_question"}}),

@@ -82,6 +82,7 @@ MASSES = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]
 # Settings every question shares, then q4's own (whether "machine learning" is asked about too).
 SHARED = {"fuse": ["small", "question", "signals"], "spans": [20, 50, 100], "min_windows": [1, 2], "mass": MASSES}
 FOLLOW = {"general": [False, True], "bridge_windows": [FAST_CASCADE.bridge_windows]}
+TOOL_WINDOWS = FAST_CASCADE.tool_windows  # CascadeSettings.tool_windows for every configuration (--tool-windows)
 FIELDS = ("gold", "full_hits", "read_hits", "windows", "small", "large", "full", "same")
 F = {name: i for i, name in enumerate(FIELDS)}
 # One tool under two keys of the software vocabulary: a vocabulary that never heard of one never heard of the other.
@@ -189,7 +190,7 @@ def score_question(config: dict, q, doc: Document, gold, store, large: LargeWind
     selector = selectors[doc.id]
     settings = RetrievalSettings(read="retrieve", cascade=CascadeSettings(
         model="small", mass=config["mass"], spans=config["spans"], min_windows=config["min_windows"],
-        fuse=config["fuse"]))
+        fuse=config["fuse"], tool_windows=TOOL_WINDOWS))
     plan = plan_for(q.retrieval, settings)
     pid, windows = doc.id, large.windows(doc)
     out = np.zeros(len(FIELDS))
@@ -335,8 +336,13 @@ def main(argv: list[str] | None = None) -> None:
                              "judges q4's sub-questions read from q1's windows)")
     parser.add_argument("--unseen-software", action="store_true", help="score each paper without the software "
                         "vocabulary's names of its own gold q2 answers (as if its tools were unknown)")
+    parser.add_argument("--tool-windows", choices=["on", "off"], default=None, help="CascadeSettings.tool_windows "
+                        "for every configuration (default: the preset's)")
     args = parser.parse_args(argv)
     FOLLOW["bridge_windows"] = args.bridge_windows.split(",")
+    global TOOL_WINDOWS
+    if args.tool_windows:
+        TOOL_WINDOWS = args.tool_windows == "on"
     logging.basicConfig(level=logging.WARNING)
     args.cache.mkdir(parents=True, exist_ok=True)
 

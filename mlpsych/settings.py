@@ -160,6 +160,10 @@ class CascadeSettings(BaseModel):
         "small reader reads the windows naming X and its spans choose among them; source: the windows already "
         "chosen for the bridge's source question (q1) by the same reader that name X, with no small read (a "
         "sub-question none of whose q1 windows names X is read as with small)")
+    tool_windows: bool = Field(
+        default=False, description="a question ordered by the software signal (q2) also reads every window where the "
+        "paper marks a name as software ('the X package', 'X 1.2.3', 'implemented in X', a package's address), "
+        "besides the windows chosen (mlpsych.retrieval.tools)")
 
 
 class RetrievalSettings(BaseModel):
@@ -238,7 +242,7 @@ ONE_READER_SUBSTITUTES: dict[str, str] = {
 # coverage (``tradeoff.choose_by_answers``, fixed in advance; benchmarks/README.md): on the 34 development papers no
 # lower mass kept q1-q3's F1 within 0.01 of it, nor q4's gold-span coverage at 0.90.
 FAST_CASCADE = CascadeSettings(model="deepset/minilm-uncased-squad2", fuse="signals", mass=0.99, spans=50,
-                               min_windows=1, bridge_windows="source")
+                               min_windows=1, bridge_windows="source", tool_windows=True)
 
 
 class Preset(BaseModel):

@@ -69,6 +69,8 @@ def small_query(unit: Unit, reader: Reader, doc: Document, settings: RunSettings
 def cascade_identity(settings: RunSettings) -> str:
     """The small reader (its fingerprint) and the cascade's settings: what chose a large reader's windows."""
     cascade_settings = settings.retrieval.cascade
+    # tool_windows off adds nothing to the key, so results cached before it existed stay valid
+    unset = set() if cascade_settings.tool_windows else {"tool_windows"}
     return make_key(model=model_fingerprint(cascade_settings.model),
-                    cascade=cascade_settings.model_dump(exclude={"model"}),
+                    cascade=cascade_settings.model_dump(exclude={"model"} | unset),
                     small_reader=settings.reader.cache_fields())

@@ -38,6 +38,7 @@ from mlpsych.retrieval.ranking import (
     window_texts,
 )
 from mlpsych.retrieval.signals import reciprocal_rank_fusion
+from mlpsych.retrieval.tools import tool_marks
 from mlpsych.settings import CascadeSettings
 
 
@@ -101,8 +102,17 @@ def select(doc: Document, windows: Sequence[Window], question: str, plan: Plan, 
         return None
     weights, inside = span_mass(windows, spans)
     order = window_order(weights, plan, selector, doc, windows, question)
-    chosen = choose_windows(order, inside, [s.score for s in spans], plan.cascade)
+    chosen = set(choose_windows(order, inside, [s.score for s in spans], plan.cascade))
+    if plan.cascade.tool_windows and "software" in plan.signals:
+        chosen |= marked_windows(doc, windows)
     return None if len(chosen) == len(windows) else tuple(sorted(chosen))
+
+
+def marked_windows(doc: Document, windows: Sequence[Window]) -> set[int]:
+    """Positions of the ``windows`` holding a place where the paper marks a tool as software (a small reader
+    that never saw a tool's name may not weigh the aside that names it)."""
+    marks = tool_marks(doc.text)
+    return {i for i, w in enumerate(windows) if any(w.char_start <= a and b <= w.char_end for a, b in marks)}
 
 
 def restrict(query: Query, plan: Plan, selector: WindowSelector, reader: Reader, doc: Document,

@@ -84,6 +84,28 @@ def test_fusion_ranks_the_small_readers_mass_with_bm25():
     assert set(order[:2]) == {1, 3}  # the small reader's window and BM25's best (windows 0, 2: no signal)
 
 
+def test_a_software_question_also_reads_the_windows_where_the_paper_marks_a_tool():
+    texts = ["Participants rated forty texts.", "Missing answers were imputed with the missRanger package.",
+             "Results are in Table 2.", "Models were fitted in PyTorch 2.1.0 on a laptop.", "We thank the raters."]
+    doc = Document(id="d", text="\n".join(texts))
+    windows, at = [], 0
+    for i, t in enumerate(texts):
+        windows.append(Window(i, 0, 0, at, at + len(t)))
+        at += len(t) + 1
+    spans = [_span(windows[2].char_start, 0.9, 6)]  # the small reader weighs only window 2
+    question = "What software was used?"
+
+    def chosen(tool_windows: bool, signals: tuple[str, ...]) -> tuple[int, ...] | None:
+        plan = Plan(mode="bm25", budget=1, signals=signals,
+                    cascade=CascadeSettings(model="s", mass=0.5, tool_windows=tool_windows))
+        return cascade.select(doc, windows, question, plan, WindowSelector(), spans)
+
+    assert chosen(False, ("question", "software")) == (2,)
+    assert chosen(True, ("question", "software")) == (1, 2, 3)  # the marked ones besides the chosen one
+    assert chosen(True, ("question", "methods")) == (2,)  # only a question ordered by the software signal
+    assert cascade.marked_windows(doc, windows[:1]) == set()
+
+
 def test_plan_carries_the_cascade_only_when_a_small_reader_is_named():
     on = RetrievalSettings(read="retrieve", cascade=CascadeSettings(model="small", mass=0.8))
     assert plan_for(None, on).cascade.mass == 0.8
@@ -260,11 +282,12 @@ def test_cache_keys_of_the_large_reader_include_the_small_reader(tiny_models):
     questions, bert = _setup(tiny_models, "bert")
     _, electra = _setup(tiny_models, "electra")
     _, looser = _setup(tiny_models, "bert", mass=0.9)
+    _, tools = _setup(tiny_models, "bert", tool_windows=True)
     large = questions.questions[0].models[0]
-    readers = [CachedReader(large, None, _context(s, questions)) for s in (bert, electra, looser)]
+    readers = [CachedReader(large, None, _context(s, questions)) for s in (bert, electra, looser, tools)]
     base = Query("q1", "What machine learning techniques were used?", 3, 15, windows=(0, 2))
     keys = [r.key(doc, replace(base, selected_by=cascade_identity(r.ctx.settings))) for r in readers]
-    assert len(set(keys)) == 3  # the same windows chosen by another small reader, or with other settings
+    assert len(set(keys)) == 4  # the same windows chosen by another small reader, or with other settings
     assert readers[0].key(doc, base) not in keys  # ... or by BM25 alone, are other reads
     assert readers[0].key(doc, replace(base, selected_by=cascade_identity(bert))) == keys[0]
 
