@@ -34,7 +34,7 @@ _CONTEXTS = (
     # "the glmnet package", "the caret R package"; and, looking like names, "Keras library", "cv.glmnet function"
     _Context(re.compile(rf"\b(?:the)\s+{_QUOTE}({_NAME}){_QUOTE}\s+(?:(?:R|Python|Java|MATLAB|Julia)\s+)?"
                         rf"{_KINDS}\b", re.IGNORECASE), lowercase=True),
-    _Context(re.compile(rf"(?<![\w.])({_NAME}){_QUOTE}\s+(?:(?:R|Python|Java|MATLAB|Julia)\s+)?"
+    _Context(re.compile(rf"(?<![\w.+#\-])({_NAME}){_QUOTE}\s+(?:(?:R|Python|Java|MATLAB|Julia)\s+)?"
                         rf"(?:{_KINDS}|functions?|commands?)\b")),
     # "the R package glmnet", "Python library 'spaCy'", "package 'caret'"; unquoted without a language: a name
     _Context(re.compile(rf"\b(?:R|Python|Java|MATLAB|Julia)\s+{_KINDS}\s+{_QUOTE}({_NAME})"), lowercase=True),
@@ -42,8 +42,8 @@ _CONTEXTS = (
              lowercase=True),
     _Context(re.compile(rf"\b(?:{_KINDS}|functions?|commands?)\s+({_NAME})", re.IGNORECASE)),
     # "Python 3.8.2", "R version 4.0.3", "SPSS v25", "MATLAB (version 9.1)"
-    _Context(re.compile(rf"(?<![\w.])({_NAME})\s*,?\s*\(?(?:version|ver\.|v\.?)\s*\d+(?:\.\d+)*", re.IGNORECASE)),
-    _Context(re.compile(rf"(?<![\w.])({_NAME})\s+\(?\d+\.\d+(?:\.\d+)+\b")),
+    _Context(re.compile(rf"(?<![\w.+#\-])({_NAME})\s*,?\s*\(?(?:version|ver\.|v\.?)\s*\d+(?:\.\d+)*", re.IGNORECASE)),
+    _Context(re.compile(rf"(?<![\w.+#\-])({_NAME})\s+\(?\d+\.\d+(?:\.\d+)+\b")),
     # "implemented in PlaidML", "written in Python", "coded using TensorFlow"
     _Context(re.compile(rf"\b(?:implemented|written|programmed|coded|developed)\s+(?:in|with|using)\s+(?:the\s+)?"
                         rf"({_NAME})", re.IGNORECASE)),
@@ -56,7 +56,7 @@ _CONTEXTS = (
     _Context(re.compile(rf"\bbioconductor\.org/packages/(?:release/|devel/)?(?:bioc/(?:html/)?)?({_NAME})",
                         re.IGNORECASE), lowercase=True),
     # code: "cv.glmnet()", "train_test_split()"
-    _Context(re.compile(rf"(?<![\w.])({_NAME})\(\)"), lowercase=True),
+    _Context(re.compile(rf"(?<![\w.+#\-])({_NAME})\(\)"), lowercase=True),
 )
 
 # Words the contexts catch that are not tools: function words, the kinds themselves, words around versions and
