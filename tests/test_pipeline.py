@@ -288,3 +288,36 @@ def test_every_merging_choice_of_the_settings_has_its_rule_and_an_unknown_one_na
         assert choices and all(callable(registry.get(name)) for name in choices)
         with pytest.raises(UnknownChoice, match=", ".join(choices)):
             registry.get("no-such-choice")
+
+
+@pytest.mark.slow
+def test_each_paper_is_tokenized_once_per_reader_and_models_are_freed_between_stages(tiny_questions, tmp_path,
+                                                                                      monkeypatch):
+    """A model is freed when its stage ends (encoders and the LLM never resident together), but its tokenizer and
+    the papers it tokenized serve the run's later stages; after the run nothing is kept."""
+    from collections import Counter
+
+    from mlpsych.reading.reader import Reader
+
+    tokenized, loaded = Counter(), []
+    encode, warm_up = Reader.encode, Reader.warm_up
+
+    def counting_encode(self, doc):
+        if doc.sha256 not in self._encoded:
+            tokenized[(self.model_id, doc.id)] += 1
+        return encode(self, doc)
+
+    def checking_warm_up(self):
+        loaded.append(self.model_id)
+        assert all(r.model is None for r in pipeline.models.readers.values() if r is not self)  # one at a time
+        warm_up(self)
+
+    monkeypatch.setattr(Reader, "encode", counting_encode)
+    monkeypatch.setattr(Reader, "warm_up", checking_warm_up)
+    qs = load_question_set(tiny_questions)
+    pipeline = Pipeline(qs, settings(), ResultCache(tmp_path / "cache"), progress=False)
+    result = pipeline.run(docs())
+    assert not result.errors and len(loaded) > len(set(loaded))  # models were loaded again in later stages
+    assert tokenized and set(tokenized.values()) == {1}
+    assert {model for model, _ in tokenized} == {m for q in qs.questions for m in q.models}
+    assert pipeline.models.readers == {}

@@ -133,11 +133,14 @@ class Pipeline:
             with isolated(result, doc.id, "hashing"):
                 if doc.text.strip() and doc.sha256:  # a text that cannot be hashed cannot be cached: it fails alone
                     docs.append(doc)
-        for questions in question_levels(self.questions):
-            level = Level(questions, docs, first_row=len(result.answers))
-            ctx.levels.append(level)
-            for stage in stages:
-                stage.run(level, ctx)
+        try:
+            for questions in question_levels(self.questions):
+                level = Level(questions, docs, first_row=len(result.answers))
+                ctx.levels.append(level)
+                for stage in stages:
+                    stage.run(level, ctx)
+        finally:
+            self.models.end_run()
         result.info = self._info(started, during=result.info)
         return result
 

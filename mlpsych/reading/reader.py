@@ -222,12 +222,16 @@ class Reader:
             return 1
         return 8
 
-    def release(self) -> None:
+    def unload(self) -> None:
+        """Free the model, keeping the tokenizer and the papers already tokenized for the run's next stage."""
         released = weakref.ref(self.model) if self.model is not None else None
         self.model = None
+        free_memory(released)
+
+    def release(self) -> None:
+        self.unload()
         self.tokenizer = None
         self._encoded.clear()
-        free_memory(released)
 
     @property
     def max_length(self) -> int:
