@@ -54,8 +54,8 @@ class ModelPool:
     @contextmanager
     def reader(self, model: str, settings: RunSettings) -> Iterator[Reader]:
         """A reader for one stage (not loaded until it reads); its model freed after, unless kept. The reader
-        itself stays until :meth:`end_run`: the next stage reuses its tokenizer and the papers it tokenized (a
-        fast run tokenized each paper about seven times per reader before)."""
+        itself stays until :meth:`end_run`: a later stage reuses its tokenizer and the papers it tokenized (each
+        stage tokenized them again before)."""
         from mlpsych.reading.reader import Reader
 
         reader = self.readers.get(model) or Reader(model, settings.reader)

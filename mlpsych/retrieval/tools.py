@@ -20,6 +20,7 @@ _NAME = r"[A-Za-z](?:[\w+#]|[.\-](?=\w))*"
 _KINDS = r"(?:package|library|libraries|toolbox|toolkit|software|module|framework|platform|plug-?in)s?"
 _QUOTE = r"[\"'\u2018\u2019\u201c\u201d`]?"
 
+
 @dataclass(frozen=True)
 class _Context:
     """A pattern whose group 1 is a tool's name; ``lowercase``: whether the context alone makes a plain
