@@ -285,8 +285,7 @@ class Normalizer:
         self._model = None
         self._tokenizer = None
         self._device = None
-        if released is not None:  # nothing loaded (every output cached): nothing to free
-            free_memory(released)
+        free_memory(released)
 
 
 def _itemsize(torch_dtype: Any) -> float:

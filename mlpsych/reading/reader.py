@@ -223,11 +223,8 @@ class Reader:
         return 8
 
     def unload(self) -> None:
-        """Free the model, keeping the tokenizer and the papers already tokenized for the run's next stage. A reader
-        that loaded none (its units cached, or unloaded already) frees nothing."""
-        if self.model is None:
-            return
-        released = weakref.ref(self.model)
+        """Free the model, keeping the tokenizer and the papers already tokenized for the run's next stage."""
+        released = weakref.ref(self.model) if self.model is not None else None
         self.model = None
         free_memory(released)
 
