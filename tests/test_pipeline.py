@@ -150,6 +150,30 @@ def test_sub_questions_are_exactly_the_grounded_bridge_entities(tiny_questions, 
         assert entities == set(grounded)
 
 
+@pytest.mark.slow
+def test_a_run_ends_with_one_full_collection_for_all_its_readers(tiny_questions, tmp_path, monkeypatch):
+    """The run's end drops every reader (their models already freed by their stages) and collects once, not once
+    per reader; that one collection is what clears a model left in cyclic garbage by earlier work."""
+    from mlpsych import models
+    from mlpsych.pipeline.context import ModelPool
+
+    collections, pooled = [], []
+    monkeypatch.setattr(models.gc, "collect", lambda *args: collections.append(args) or 0)
+    release = ModelPool.release
+
+    def counted(pool):
+        pooled.append(len(pool.readers))
+        before = len(collections)
+        release(pool)
+        pooled.append(len(collections) - before)
+
+    monkeypatch.setattr(ModelPool, "release", counted)
+    Pipeline(load_question_set(tiny_questions).select(["q1", "q2"]), settings(), ResultCache(tmp_path),
+             progress=False).run(docs())
+    readers, collected = pooled
+    assert readers >= 2 and collected == 1
+
+
 def test_an_empty_cache_given_is_the_cache_used(tmp_path, tiny_questions):
     """Regression: an empty ResultCache is falsy (it has __len__); it must still be used, not the default."""
     cache = ResultCache(tmp_path / "mine")

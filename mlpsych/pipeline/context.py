@@ -92,12 +92,18 @@ class ModelPool:
             self.release()
 
     def release(self) -> None:
+        """Every reader and LLM dropped, then one full collection: cyclic garbage of earlier work (a notebook's
+        failed run) may hold a model, and must not be resident when the next run loads its own. One collection
+        for the pool, not one per reader (0.3 s each with a run's records in memory)."""
+        from mlpsych.models import free_memory
+
         for reader in self.readers.values():
             reader.release()
         for normalizer in self.normalizers.values():
             normalizer.release()
         self.readers.clear()
         self.normalizers.clear()
+        free_memory()
 
 
 @dataclass

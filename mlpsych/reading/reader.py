@@ -224,7 +224,9 @@ class Reader:
 
     def unload(self) -> None:
         """Free the model, keeping the tokenizer and the papers already tokenized for the run's next stage."""
-        released = weakref.ref(self.model) if self.model is not None else None
+        if self.model is None:  # nothing of this reader to free; the run's end collects once (ModelPool.release)
+            return
+        released = weakref.ref(self.model)
         self.model = None
         free_memory(released)
 
