@@ -282,8 +282,8 @@ def run(papers, run_questions, settings, options: dict) -> None:
     """One run from the page: save uploads, run with the live estimate in the bar, keep the outcome in the state."""
     if papers and isinstance(papers[0], tuple):  # uploads: save them now under safe names
         if "upload_root" not in state:
-            state.upload_root = logic.new_upload_folder()
-        folder = Path(state.upload_root) / f"run-{state.get('run_count', 0) + 1}"
+            state.upload_root = logic.UploadFolder()
+        folder = state.upload_root.path / f"run-{state.get('run_count', 0) + 1}"
         saved = logic.save_uploads([(name, data) for _, name, data in papers], folder)
         for problem in saved.refused:
             st.warning(problem)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 import textwrap
 import unicodedata
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,9 +117,16 @@ def save_uploads(files: Iterable[tuple[str, bytes]], folder: Path, *,
     return saved
 
 
-def new_upload_folder() -> Path:
-    """A private temporary folder for one browser session's uploads."""
-    return Path(tempfile.mkdtemp(prefix="mlpsych-uploads-"))
+@dataclass(eq=False)
+class UploadFolder:
+    """A private temporary folder for one browser session's uploads, removed with the session's state (or when the
+    app stops): a study's papers are not left on the server's disk after the page is closed."""
+
+    path: Path = field(init=False)  # made here, never given: what this object removes is only what it made
+
+    def __post_init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="mlpsych-uploads-"))
+        weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
 
 
 def papers_in_folder(text: str) -> list[Path]:

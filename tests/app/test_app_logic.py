@@ -68,6 +68,15 @@ def test_save_uploads_sanitizes_dedupes_and_refuses(tmp_path):
     assert not (tmp_path / "evil.txt").exists()
 
 
+def test_an_upload_folder_is_removed_with_the_session_that_made_it():
+    upload = logic.UploadFolder()
+    folder = upload.path
+    saved = logic.save_uploads([("paper.txt", b"one")], folder / "run-1")
+    assert saved.paths[0].read_bytes() == b"one" and folder.name.startswith("mlpsych-uploads-")
+    del upload  # the session's state dropped: the papers are not left on the server's disk
+    assert not folder.exists()
+
+
 def test_upload_suffixes_cover_papers():
     suffixes = logic.upload_suffixes()
     assert {"pdf", "txt", "docx", "html"} <= set(suffixes)

@@ -3,6 +3,7 @@ and its ways forward, honest progress, the question form, results for coders, a 
 
 from __future__ import annotations
 
+import gc
 import io
 import re
 import time
@@ -327,6 +328,25 @@ def test_upload_run_overview_filter_download_rerun(tmp_path, tiny_questions, exa
     assert " 0 computed" in again
     assert at.multiselect(key="filter_p").value == [papers[1]]  # the filter on screen applies to the new run
     assert results(at).equals(filtered)
+
+
+@pytest.mark.slow
+def test_uploaded_papers_are_kept_while_the_session_lasts_and_removed_with_it(tmp_path, tiny_questions,
+                                                                               examples_dir):
+    def session() -> Path:
+        at = page(tmp_path, tiny_questions)
+        at.multiselect(key="picked_questions").set_value(["q1"])
+        upload(at, example_files(examples_dir)[:1])
+        at.button(key="run").click()
+        at.run()
+        assert not at.exception, at.exception
+        folder = at.session_state["upload_root"].path
+        assert [p.name for p in folder.iterdir()] == ["run-1"] and any((folder / "run-1").iterdir())
+        return folder
+
+    folder = session()
+    gc.collect()  # the session's state is gone (Streamlit drops it when the browser leaves)
+    assert not folder.exists()
 
 
 def test_demo_answers_are_labelled_on_the_page_and_in_the_downloads(tmp_path, tiny_questions, examples_dir):

@@ -59,10 +59,12 @@ def _wait_healthy(url: str, server: subprocess.Popen, timeout: float = 90.0) -> 
 
 @pytest.fixture
 def server(tmp_path):
-    """`streamlit run app.py` on a free localhost port, headless, no telemetry, with a private cache."""
+    """`streamlit run app.py` on a free localhost port, headless, no telemetry, with a private cache and temporary
+    folder (``server_tmp``): when the server has stopped, no uploaded paper is left in it."""
     port = _free_port()
+    server_tmp(tmp_path).mkdir()
     env = {**os.environ, "MLPSYCH_CACHE": str(tmp_path / "cache"), "MLPSYCH_TEMPLATES": str(tmp_path / "templates"),
-           "HF_HUB_OFFLINE": "1"}
+           "HF_HUB_OFFLINE": "1", "TMPDIR": str(server_tmp(tmp_path))}
     log = (tmp_path / "streamlit.log").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.headless", "true",
@@ -79,6 +81,11 @@ def server(tmp_path):
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+    assert not list(server_tmp(tmp_path).glob("mlpsych-uploads-*")), "the stopped app left uploaded papers on disk"
+
+
+def server_tmp(tmp_path: Path) -> Path:
+    return tmp_path / "server-tmp"
 
 
 @pytest.fixture
@@ -165,6 +172,8 @@ def test_upload_run_results_download_in_chromium(server, browser, tiny_q1_q4, ex
     page.get_by_role("button", name="Run", exact=True).click()
 
     lines = watch_progress(page, timeout=240)
+    kept = sorted(p.name for p in server_tmp(tmp_path).glob("mlpsych-uploads-*/run-1/*"))
+    assert kept == [p.name for p in papers]  # while the session lasts (removed when the app stops: the fixture)
     estimates = [line for line in lines if " · " in line]  # the live estimate, read as the page shows it
     assert estimates, lines
     assert not [line for line in estimates if re.search(r"\babout 0 s left", line)], estimates  # work remained
