@@ -152,17 +152,20 @@ def load_failure_reason(model_id: str, error: BaseException) -> str:
     text = str(error)
     name = type(error).__name__
     first_line = text.strip().splitlines()[0] if text.strip() else name
-    if name == "GatedRepoError" or "gated" in text.lower() or re.search(r"\b40[13]\b", text):
+    folder = Path(model_id).expanduser()
+    if not folder.exists() and (model_id.startswith((".", "/", "~")) or model_id.count("/") > 1):
+        return "is not an existing folder"  # a path is never a Hub repo, whatever the Hub answered for it
+    # the HTTP status as the Hub's clients word it: a bare 401 or 403 also occurs in paths ("/tmp/pytest-401/...")
+    unauthorized = re.search(r"\b40[13]\b'?:? *(Client Error|Unauthorized|Forbidden)", text, re.IGNORECASE)
+    if name == "GatedRepoError" or "gated" in text.lower() or unauthorized:
         return ("is gated on the Hugging Face Hub and no accepted licence / token was found: accept its licence "
                 "and log in (`hf auth login` or HF_TOKEN), or name another model")
     if "offload" in text.lower():
         return "does not fit in GPU and CPU memory (it would have to be offloaded to disk)"
     if isinstance(error, ImportError):
         return f"needs a package that is not installed ({first_line})"
-    if Path(model_id).expanduser().exists():
+    if folder.exists():
         return f"cannot be loaded from its folder: {first_line}"
-    if model_id.startswith((".", "/", "~")) or model_id.count("/") > 1:
-        return "is not an existing folder"
     if name == "RepositoryNotFoundError":
         return "does not exist on the Hugging Face Hub"
     return ("could not be loaded: not in the local Hugging Face cache and not downloadable (no such Hub repo, or "

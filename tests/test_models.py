@@ -1,11 +1,11 @@
-"""Device and dtype choice: half precision only where the hardware runs it natively."""
+"""Device and dtype choice: half precision only where the hardware runs it natively; why a model did not load."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from mlpsych.models import ModelLoadError, cpu_runs_bf16_natively, pick_dtype
+from mlpsych.models import ModelLoadError, cpu_runs_bf16_natively, load_failure_reason, pick_dtype
 
 FLAGS = "processor\t: 0\nflags\t\t: fpu vme sse sse2 avx2 avx512f avx512bw {extra}\n"
 
@@ -114,3 +114,21 @@ def test_other_tokenizers_are_loaded_as_they_are(tiny_models, family):
     ours = load_tokenizer(str(tiny_models[family]))(text, return_offsets_mapping=True)
     plain = AutoTokenizer.from_pretrained(str(tiny_models[family]))(text, return_offsets_mapping=True)
     assert ours["input_ids"] == plain["input_ids"] and ours["offset_mapping"] == plain["offset_mapping"]
+
+
+@pytest.mark.parametrize("status", ["401", "403"])
+def test_a_missing_folder_whose_path_holds_an_http_status_is_a_missing_folder(tmp_path, status):
+    """Regression: CI's fp32 run failed when pytest's temporary folder was pytest-401: the path's "401" read as the
+    Hub refusing a token, and a missing folder was reported as a gated model."""
+    path = str(tmp_path / f"pytest-{status}" / "no-such-reader")
+    error = OSError(f"Incorrect path_or_model_id: '{path}'. Please provide either the path to a local folder or the "
+                    "repo_id of a model on the Hub.")
+    assert load_failure_reason(path, error) == "is not an existing folder"
+    assert "gated" not in load_failure_reason(f"org-{status}/reader", OSError(f"org-{status}/reader is not a repo"))
+
+
+@pytest.mark.parametrize("text", ["401 Client Error: Unauthorized for url: https://huggingface.co/x/resolve/main/a",
+                                  "Client error '403 Forbidden' for url 'https://huggingface.co/x'",
+                                  "HTTP Error 401: Unauthorized"])
+def test_the_hubs_refusals_are_read_as_gated(text):
+    assert "gated" in load_failure_reason("meta-llama/x", OSError(text))
