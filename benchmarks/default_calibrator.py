@@ -1,15 +1,17 @@
 """Fit the confidence calibrator shipped with mlpsych (mlpsych/coding/default_calibrator.json) on the development
 papers, and say how well such a calibrator does on papers it was not fitted on.
 
-The answers are those of ``released_cases.jsonl``: the paper's released code run with a small SQuAD2 reader
-(MiniLM-L6 + QA head) on each of the 34 development papers, q1-q3; its ``final`` list is what that code keeps
-for one model. An answer's reader score is the best ``raw`` score of a span inside it (the released merging keeps
-spans that touch); it is grounded where its text is in the paper. Labels: gold as ``mlpsych calibrate --gold``
-judges (word-overlap F1 >= 0.5 with a gold answer of the paper and question; q2 papers without gold: every answer
-wrong). Out of sample: two folds of papers (first and second half of the gold's order), each scored by the
-calibrator fitted on the other; the shipped file is then fitted on all 34.
+The answers: ``--answers RUN`` names the results of ``mlpsych run`` on the 34 development papers (q1-q3; the file
+``mlpsych eval --pred`` reads), e.g. the default preset with the trained stand-in reader in every slot and the LLM
+off, what the shipped file is fitted on. Without it, those of ``released_cases.jsonl``: the paper's released code
+run with a small SQuAD2 reader (MiniLM-L6 + QA head) on each development paper, q1-q3; its ``final`` list is what
+that code keeps for one model, an answer's reader score the best ``raw`` score of a span inside it (the released
+merging keeps spans that touch). Labels: gold as ``mlpsych calibrate --gold`` judges (word-overlap F1 >= 0.5 with
+a gold answer of the paper and question; q2 papers without gold: every answer wrong). Out of sample: two folds of
+papers (first and second half of the gold's order), each scored by the calibrator fitted on the other, beside the
+calibrator shipped now scored on the same answers; the file written by ``--write`` is then fitted on all 34.
 
-    python benchmarks/default_calibrator.py --data ../shared/mlpsych [--write]
+    python benchmarks/default_calibrator.py --data ../shared/mlpsych [--answers RUN.jsonl --describe TEXT] [--write]
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ def released_rows(data: Path, texts: dict[str, str]) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/mlpsych"))
+    parser.add_argument("--answers", type=Path, default=None,
+                        help="results of `mlpsych run` on the development papers (default: the released code's)")
+    parser.add_argument("--describe", default=None, help="what the --answers are, for the calibrator's description "
+                        "(every run sheet shows it)")
     parser.add_argument("--write", action="store_true", help=f"write {OUT}")
     args = parser.parse_args()
     from mlpsych.evaluation import evaluate as ev
@@ -51,7 +57,8 @@ def main() -> None:
     texts = ev.load_texts(args.data / "text.json")
     gold = ev.gold_from_dict(json.loads((args.data / "answers_dev.json").read_text(encoding="utf-8")))
     kinds = {q.id: q.kind for q in load_question_set("mlpsych").questions}
-    rows = released_rows(args.data, texts)
+    rows = ev.load_predictions(args.answers) if args.answers else released_rows(args.data, texts)
+    shipped = cf.Calibrator.load()
     papers = list(gold["q1"])
     halves = [set(papers[: len(papers) // 2]), set(papers[len(papers) // 2:])]
 
@@ -59,20 +66,24 @@ def main() -> None:
         return cf.labelled([r for r in rows if r["paper_id"] in keep], texts, kinds,
                            lambda row, item: cf.gold_label(item, gold))
 
-    confidence, labels = [], []
+    confidence, labels, before = [], [], []
     for fit_on, score_on in ((0, 1), (1, 0)):
         train = data(halves[fit_on])
         calibrator = cf.fit(train.x, train.y, {}, groups=train.papers)
         test = data(halves[score_on])
         confidence += list(calibrator.predict(test.x))
+        before += list(shipped.predict(test.x))
         labels += list(test.y)
         print(f"fold fitted on half {fit_on + 1} (L2 {calibrator.fitted_on['l2']}): "
               f"{cf.report(calibrator.predict(test.x), test.y).line()}")
     print(f"both folds, out of sample: {cf.report(confidence, labels).line()}")
+    print(f"the calibrator shipped now, same answers: {cf.report(before, labels).line()}")
     print(f"base rate of correct answers: {np.mean(labels):.3f}")
     every = data(set(papers))
-    calibrator = cf.fit(every.x, every.y, {"description": "34 development papers, released code's answers with a MiniLM "
-                                              "SQuAD2 reader (benchmarks/default_calibrator.py)"},
+    source = args.describe or (f"answers of `mlpsych run` ({args.answers.name})" if args.answers
+                               else "released code's answers with a MiniLM SQuAD2 reader")
+    calibrator = cf.fit(every.x, every.y, {"description": f"34 development papers, {source} "
+                                           "(benchmarks/default_calibrator.py)"},
                         groups=every.papers)
     print(f"all 34, in sample (L2 {calibrator.fitted_on['l2']}): {cf.report(calibrator.predict(every.x), every.y).line()}")
     print("weights:", {name: round(w, 3) for name, w in zip(cf.FEATURES, calibrator.weights)})
