@@ -42,7 +42,8 @@ def prep(folder: Path) -> None:
     from mlpsych.coding.confidence import Calibrator
     default = Calibrator.load()
     Calibrator([w / 2 for w in default.weights], default.intercept, default.mean, default.scale,
-               {"papers": "refactor_outputs.py: the default's weights halved"}).save(folder / "calibrator.json")
+               {"papers": "refactor_outputs.py: the default's weights halved"}, default.features).save(
+                   folder / "calibrator.json")
     # an adapted reader: a run's answers marked correct by a pretend coder, one epoch on the tiny BERT
     sheet = folder / "coded.xlsx"
     assert main(["run", PAPERS, "--questions", str(tiny / "questions.yaml"), "--only", "q1,q2", "--no-normalize",

@@ -1,9 +1,10 @@
 """Calibrated confidence: the probability that a coder marks an answer correct, so the least sure are checked first.
 
-A logistic model on what a run knows of each final answer (:data:`FEATURES`): the reader's score, the answer's rank
-and the number of answers in its list (paper, question, bridge entity), how many of the question's readers gave it,
-how often its text recurs in the paper, whether it is grounded in the paper, the question's kind and the answer's
-length. It is stored as JSON (weights, the features' means and scales, what it was fitted on): nothing is pickled.
+A logistic model on what a run knows of each final answer (:data:`FEATURES`): the reader's score (and its log), the
+answer's rank and the number of answers in its list (paper, question, bridge entity), how many of the question's
+readers gave it, how often its text recurs in the paper, whether it is grounded in the paper, the question's kind
+and the answer's length. It is stored as JSON (weights, the features' means and scales, what it was fitted on):
+nothing is pickled.
 
 Labels come from coders (a coded sheet: marked correct = 1; marked wrong or corrected = 0) or from gold (an answer
 whose best word-overlap F1 with a gold answer of its paper and question reaches ``GOLD_F1``; a paper whose gold is
@@ -33,9 +34,13 @@ class CalibratorError(UserError):
     """A calibrator file that is not one, or coding that cannot fit one: the message says which."""
 
 
-FEATURES = ("score", "log_rank", "log_answers", "agreement", "log_recurrence", "grounded", "phrase", "log_words")
+FEATURES = ("score", "log_rank", "log_answers", "agreement", "log_recurrence", "grounded", "phrase", "log_words",
+            "log_score")
+# A reader's score is a probability crowded near 0; its log spreads the answers a logistic model must tell apart.
+# The floor keeps an answer without a score (0) from dominating the fit.
+SCORE_FLOOR = 1e-4
 # The L2 penalties a fit chooses from by cross-validation over papers: a study's coding has a few dozen correct
-# answers, too few for eight free weights (the benchmark's calibrators fitted on 4-8 papers were over-confident);
+# answers, too few for nine free weights (the benchmark's calibrators fitted on 4-8 papers were over-confident);
 # the grid spans "almost free" to "almost only the base rate". Fixed before any figure with it was measured.
 L2_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
 L2_UNGROUPED = 1.0  # the penalty when the answers' papers are not known (or fewer than two)
@@ -101,6 +106,7 @@ def feature_matrix(items: Sequence[Scored], texts: dict[str, str], kinds: dict[s
             item.score, math.log(rank[i]), math.log(size[i]), item.n_models / most[item.question_id],
             math.log1p(recurrence(item.text, texts.get(item.paper_id, ""))), float(item.grounded),
             float(kinds.get(item.question_id) == "phrase"), math.log1p(len(item.text.split())),
+            math.log(max(item.score, SCORE_FLOOR)),
         ])
     return np.array(rows, dtype=float).reshape(len(items), len(FEATURES))
 
@@ -117,8 +123,11 @@ class Calibrator:
     features: tuple[str, ...] = FEATURES
 
     def predict(self, x: np.ndarray) -> np.ndarray:
+        """Probabilities for rows of :data:`FEATURES` (``feature_matrix``), read through the features this
+        calibrator was fitted on: a file fitted before a feature was added keeps predicting as it did."""
         if x.shape[0] == 0:
             return np.zeros(0)
+        x = x[:, [FEATURES.index(name) for name in self.features]]
         z = (x - np.array(self.mean)) / np.array(self.scale)
         return _logistic(z @ np.array(self.weights) + self.intercept)
 
@@ -148,11 +157,13 @@ class Calibrator:
             source = str(path)
         try:
             data = json.loads(raw)
-            if tuple(data["features"]) != FEATURES:
-                raise CalibratorError(f"calibrator {source}: fitted on features {data['features']}, this version "
-                                      f"uses {list(FEATURES)}")
+            features = tuple(data["features"])
+            unknown = [f for f in features if f not in FEATURES]
+            if unknown or not (len(features) == len(data["weights"]) == len(data["mean"]) == len(data["scale"])):
+                raise CalibratorError(f"calibrator {source}: fitted on features {list(features)}, this version "
+                                      f"knows {list(FEATURES)}")
             return cls([float(w) for w in data["weights"]], float(data["intercept"]), list(data["mean"]),
-                       list(data["scale"]), dict(data.get("fitted_on") or {}))
+                       list(data["scale"]), dict(data.get("fitted_on") or {}), features)
         except (ValueError, KeyError, TypeError) as error:  # JSON or numbers that do not parse
             raise CalibratorError(f"calibrator {source}: not a calibrator file ({error})") from None
 

@@ -88,11 +88,33 @@ def test_bad_calibrator_files_are_refused(tmp_path):
     with pytest.raises(cf.CalibratorError, match="not a calibrator file"):
         cf.Calibrator.load(bad)
     other = tmp_path / "other.json"
-    other.write_text(json.dumps({"features": ["score"], "weights": [1], "intercept": 0, "mean": [0], "scale": [1]}))
+    other.write_text(json.dumps({"features": ["score", "follow_up"], "weights": [1, 1], "intercept": 0,
+                                 "mean": [0, 0], "scale": [1, 1]}))  # a feature this version does not know
+    with pytest.raises(cf.CalibratorError, match="fitted on features"):
+        cf.Calibrator.load(other)
+    other.write_text(json.dumps({"features": ["score"], "weights": [1, 2], "intercept": 0, "mean": [0], "scale": [1]}))
     with pytest.raises(cf.CalibratorError, match="fitted on features"):
         cf.Calibrator.load(other)
     with pytest.raises(cf.CalibratorError, match="missing.json"):
         cf.Calibrator.load(tmp_path / "missing.json")
+
+
+def test_a_calibrator_fitted_on_fewer_features_predicts_from_those(tmp_path):
+    """A file fitted before a feature was added (the 8 features of mlpsych before log_score) keeps loading and
+    predicting as it did: it reads its own columns of the feature matrix."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(40, len(cf.FEATURES)))
+    older = [f for f in cf.FEATURES if f != "log_score"]
+    columns = [cf.FEATURES.index(f) for f in older]
+    y = x[:, 0] + rng.normal(size=40) > 0
+    fitted = cf.fit(x[:, columns], y, {})
+    path = tmp_path / "older.json"
+    path.write_text(json.dumps({**json.loads(fitted.to_json()), "features": older}))
+    loaded = cf.Calibrator.load(path)
+    assert loaded.features == tuple(older)
+    z = (x[:, columns] - np.array(fitted.mean)) / np.array(fitted.scale)
+    expected = 1 / (1 + np.exp(-(z @ np.array(fitted.weights) + fitted.intercept)))
+    assert np.allclose(loaded.predict(x), expected)
 
 
 def test_report_by_hand():
@@ -152,8 +174,10 @@ class Counting(cf.Calibrator):
 
 def test_each_answer_is_predicted_by_its_questions_calibrator_only():
     default = cf.Calibrator.load()
-    run = Counting(default.weights, default.intercept, default.mean, default.scale, default.fitted_on)
-    own = Counting([-w for w in default.weights], default.intercept + 1.0, default.mean, default.scale, {})
+    run = Counting(default.weights, default.intercept, default.mean, default.scale, default.fitted_on,
+                   default.features)
+    own = Counting([-w for w in default.weights], default.intercept + 1.0, default.mean, default.scale, {},
+                   default.features)
     text = "random forests and trees; we asked whether grades predict dropout"
     answers = [Answer("A", "q1", "random forests", "extractive", ["m"], 0.9, 0, 14, final=True),
                Answer("A", "q3", "whether grades predict dropout", "extractive", ["m"], 0.4, 33, 63, final=True),
