@@ -423,6 +423,16 @@ def _hyphen_decision(left: str, right: str, vocab: Counter[str], compound: bool 
     return True
 
 
+def _continues(prev: Line, line: Line, left: str, right: str, vocab: Counter[str], compound: bool) -> bool:
+    """Whether a line-end hyphen kept by ``_hyphen_decision`` closes up on the next line. On the same page it
+    does ("COVID-" + "19"). The first line of the next page may be a table or a figure placed at its top rather
+    than the rest of the word ("the dimen-" + "Training" over a table): a capital there closes up only where the
+    text writes that compound elsewhere."""
+    if line.page == prev.page or compound or not right[:1].isupper():
+        return True
+    return bool(vocab[f"{left}-{right}".lower()])
+
+
 def _median_length(pages: list[list[Line]]) -> float:
     lengths = [len(line.text) for page in pages for line in page if line.text.strip()]
     return statistics.median(lengths) if lengths else 0.0
@@ -457,8 +467,12 @@ def assemble(pages: list[list[Line]], dehyphenate: bool) -> tuple[str, list[tupl
                         parts[-1] = parts[-1][:-1]
                         length -= 1
                         joined += 1
-                    else:
+                    elif _continues(prev, line, hyphen.group(2), lead.group(1), vocab, compound):
                         kept += 1
+                    else:
+                        sep = _separator(prev, line, typical)
+                        parts.append(sep)
+                        length += len(sep)
                 elif dehyphenate and lead and _TRAILING_CLOSED_DASH.search(tail):
                     dashes += 1  # closed up, no separator
                 else:

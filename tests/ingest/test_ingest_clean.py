@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mlpsych.documents import Document
@@ -90,6 +92,17 @@ def test_line_end_hyphen_look_alikes_joined_like_plain_hyphens(stored: str) -> N
 
 
 # ------------------------------------------------------------------------------------------------------ hyphenation
+
+
+def test_a_kept_hyphen_at_a_page_end_closes_up_only_on_a_continuation() -> None:
+    """Regression (acl-2014.pdf): page 6 ends "for which the dimen-", page 7 starts with a table headed "Training";
+    the hyphen closed up into "dimen-Training". Across pages a capital closes up only where the text writes the
+    compound; a syllable, a number and a known compound still do."""
+    pages = ["Count spaces, for which the dimen-", "Training\ncount observed\nsions are shared.",
+             "Both the COVID-", "19 pandemic and the meth-", "ods of Random-", "Forest work, as Random-Forest does."]
+    out = clean_pages(lines_from_text(pages), ONLY["hyphenation"]).text
+    assert "dimen-Training" not in out and re.search(r"the dimen-\s+Training count", out)
+    assert "COVID-19" in out and "methods" in out and "of Random-Forest work" in out
 
 
 def test_hyphenation_joins_syllable_breaks_but_keeps_real_compounds() -> None:
