@@ -19,7 +19,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Literal
 
 from mlpsych.errors import UnknownChoice
 from mlpsych.ingest.base import Line
@@ -399,38 +399,34 @@ _SUFFIX_FRAGMENTS = frozenset(
 )
 
 
-def _hyphen_decision(left: str, right: str, vocab: Counter[str], compound: bool = False) -> bool:
-    """True to drop the line-end hyphen between ``left`` and ``right``, False to keep it.
+def _hyphen_decision(left: str, right: str, vocab: Counter[str], compound: bool = False,
+                     page_break: bool = False) -> Literal["join", "keep", "break"]:
+    """What to do with the line-end hyphen between ``left`` and ``right``: drop it and join the word ("join"), keep
+    it and close up ("keep"), or keep it and go on after a separator ("break").
 
     The document's own spelling decides first: "meth-" + "ods" joins when "methods" occurs elsewhere, and so do
     "LAS-" + "SO" or "miss-" + "Forest"; "cross-" + "validation" keeps its hyphen when the text writes
     "cross-validation". Without evidence: a left part that already holds a hyphen ("stay-at-" + "home"), a capital
-    after the break, or two words in their own right ("closed-" + "form") keep it; anything else joins.
+    after the break, or two words in their own right ("closed-" + "form") keep it; anything else joins. Across a
+    ``page_break`` a capital may open a table or figure set at the next page's top rather than finish the word
+    ("the dimen-" + "Training"): without that evidence the hyphen stays where the page ended.
     """
     if not right[:1].isalpha():
-        return False  # "COVID-" + "19"
+        return "keep"  # "COVID-" + "19"
     joined, hyphenated = (left + right).lower(), f"{left}-{right}".lower()
     if vocab[joined] and not vocab[hyphenated]:
-        return True
+        return "join"
     if right.lower() in _SUFFIX_FRAGMENTS and not vocab[hyphenated]:
-        return True  # "over-fit-" + "ting": a syllable, not a word
+        return "join"  # "over-fit-" + "ting": a syllable, not a word
     if left.isupper() and right.isupper() and len(left) + len(right) <= 8:
-        return True  # an acronym broken in two: "LAS-" + "SO"
-    if compound or vocab[hyphenated] or not right[:1].islower():
-        return False
+        return "join"  # an acronym broken in two: "LAS-" + "SO"
+    if compound or vocab[hyphenated]:
+        return "keep"
+    if not right[:1].islower():
+        return "break" if page_break and right[:1].isupper() else "keep"
     if len(left) > 1 and len(right) > 1 and vocab[left.lower()] and vocab[right.lower()]:
-        return False
-    return True
-
-
-def _continues(prev: Line, line: Line, left: str, right: str, vocab: Counter[str], compound: bool) -> bool:
-    """Whether a line-end hyphen kept by ``_hyphen_decision`` closes up on the next line. On the same page it
-    does ("COVID-" + "19"). The first line of the next page may be a table or a figure placed at its top rather
-    than the rest of the word ("the dimen-" + "Training" over a table): a capital there closes up only where the
-    text writes that compound elsewhere."""
-    if line.page == prev.page or compound or not right[:1].isupper():
-        return True
-    return bool(vocab[f"{left}-{right}".lower()])
+        return "keep"
+    return "join"
 
 
 def _median_length(pages: list[list[Line]]) -> float:
@@ -457,25 +453,26 @@ def assemble(pages: list[list[Line]], dehyphenate: bool) -> tuple[str, list[tupl
                 tail = parts[-1][-_LAST_WORD_CHARS:]
                 hyphen = _TRAILING_HYPHEN.search(tail) if dehyphenate and tail.endswith("-") else None
                 lead = _LEADING_WORD.match(text)
+                closed_up = False  # the line runs on from the previous one without a separator
                 if hyphen and lead:
                     # a compound on the left ("stay-at-" + "home") keeps its hyphen, and so does one on the right
                     # that the paper writes elsewhere ("eight-" + "year-olds" beside "nine-year-olds"; not "scik-" +
                     # "it-learn")
                     right = _LEADING_COMPOUND.match(text)
                     compound = "-" in hyphen.group(1) or bool(right and vocab[right.group().lower()])
-                    if _hyphen_decision(hyphen.group(2), lead.group(1), vocab, compound):
+                    decision = _hyphen_decision(hyphen.group(2), lead.group(1), vocab, compound,
+                                                page_break=line.page != prev.page)
+                    if decision == "join":
                         parts[-1] = parts[-1][:-1]
                         length -= 1
                         joined += 1
-                    elif _continues(prev, line, hyphen.group(2), lead.group(1), vocab, compound):
+                    elif decision == "keep":
                         kept += 1
-                    else:
-                        sep = _separator(prev, line, typical)
-                        parts.append(sep)
-                        length += len(sep)
+                    closed_up = decision != "break"
                 elif dehyphenate and lead and _TRAILING_CLOSED_DASH.search(tail):
-                    dashes += 1  # closed up, no separator
-                else:
+                    dashes += 1
+                    closed_up = True
+                if not closed_up:
                     sep = _separator(prev, line, typical)
                     parts.append(sep)
                     length += len(sep)
