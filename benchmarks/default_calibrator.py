@@ -77,7 +77,8 @@ def main() -> None:
         print(f"fold fitted on half {fit_on + 1} (L2 {calibrator.fitted_on['l2']}): "
               f"{cf.report(calibrator.predict(test.x), test.y).line()}")
     print(f"both folds, out of sample: {cf.report(confidence, labels).line()}")
-    print(f"the calibrator shipped now, same answers: {cf.report(before, labels).line()}")
+    print(f"the calibrator shipped now, same answers (in sample if it was fitted on them): "
+          f"{cf.report(before, labels).line()}")
     print(f"base rate of correct answers: {np.mean(labels):.3f}")
     every = data(set(papers))
     source = args.describe or (f"answers of `mlpsych run` ({args.answers.name})" if args.answers
