@@ -213,7 +213,8 @@ def run(args: argparse.Namespace) -> int:
     except AdaptError as error:
         raise UserError(str(error)) from None
     run_calibrators(settings, questions)  # the ones the run will use: a bad file fails now, not after the reading
-    discover(args.papers)  # a missing or empty folder is said before the models are looked for
+    # A missing or empty folder is said before the models are looked for; what it skips is said when it is read.
+    discover(args.papers, log_skipped=False)
     if args.engine == "local":  # a Ray cluster's nodes may hold models this machine does not
         check_models(questions, settings, args.cache)
     documents = ingest_from_args(args, args.papers)

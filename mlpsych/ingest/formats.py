@@ -41,42 +41,44 @@ def kind_of(path: Path) -> str | None:
     return None
 
 
-def discover(inputs: Path | str | Sequence[Path | str]) -> list[Path]:
+def discover(inputs: Path | str | Sequence[Path | str], *, log_skipped: bool = True) -> list[Path]:
     """The files to read: a folder's supported files (sorted, not recursive), one file, or a list of files.
 
     Raises :class:`~mlpsych.errors.InputError` with a one-line message for a missing path or a folder with no papers.
-    In a folder, hidden files, unsupported extensions and README files are skipped with a log line; files named
-    explicitly are always read (an unsupported one becomes a document with a status).
+    In a folder, hidden files, unsupported extensions and README files are skipped with a log line (unless
+    ``log_skipped`` is off: a check before the reading, which says them); files named explicitly are always read
+    (an unsupported one becomes a document with a status).
     """
     if isinstance(inputs, (str, Path)):
         path = Path(inputs).expanduser()
         if not path.exists():
             raise InputError(f"no such file or folder: {path}")
         if path.is_dir():
-            return _scan_folder(path)
+            return _scan_folder(path, log_skipped)
         return [path]
     files: list[Path] = []
     for item in inputs:
         path = Path(item).expanduser()
         if not path.exists():
             raise InputError(f"no such file or folder: {path}")
-        files.extend(_scan_folder(path) if path.is_dir() else [path])
+        files.extend(_scan_folder(path, log_skipped) if path.is_dir() else [path])
     if not files:
         raise InputError("no input files given")
     return files
 
 
-def _scan_folder(folder: Path) -> list[Path]:
+def _scan_folder(folder: Path, log_skipped: bool) -> list[Path]:
     files: list[Path] = []
+    say = log.info if log_skipped else log.debug
     for path in sorted(folder.iterdir(), key=lambda p: p.name):
         if path.name.startswith(".") or path.name.startswith("~$"):
-            log.info("skipping hidden/temporary file %s", path.name)
+            say("skipping hidden/temporary file %s", path.name)
         elif path.is_dir():
-            log.info("skipping sub-folder %s (folders are not read recursively)", path.name)
+            say("skipping sub-folder %s (folders are not read recursively)", path.name)
         elif kind_of(path) is None:
-            log.info("skipping %s: unsupported file type %r", path.name, path.suffix or "(none)")
+            say("skipping %s: unsupported file type %r", path.name, path.suffix or "(none)")
         elif path.stem.lower() == "readme":
-            log.info("skipping %s: a README describes the folder, it is not a paper", path.name)
+            say("skipping %s: a README describes the folder, it is not a paper", path.name)
         else:
             files.append(path)
     if not files:

@@ -215,3 +215,14 @@ def test_a_bug_is_shown_as_one_and_where_to_report_it(examples_dir, tmp_path, ca
     assert run_cli(examples_dir / "papers", "--out", tmp_path / "r.xlsx") == 1
     err = capsys.readouterr().err
     assert "KeyError" in err and "bug in mlpsych" in err and "report" in err and "Traceback" not in err
+
+
+def test_what_a_folder_skips_is_said_once(examples_dir, tiny_questions, tmp_path, caplog):
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    shutil.copy(examples_dir / "papers" / "burnout-survey-text.txt", papers)
+    (papers / "notes.xyz").write_text("not a paper")
+    caplog.set_level("INFO", logger="mlpsych")
+    assert run_cli(papers, "--questions", tiny_questions, "--only", "q1", "--out", tmp_path / "r.csv", "--cache",
+                   tmp_path / "cache") == 0
+    assert sum("skipping notes.xyz" in record.getMessage() for record in caplog.records) == 1
