@@ -180,7 +180,7 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
                 if not (char in _MARKER_CHARS and len(chars) - marker[0] < 5
                         and _raised_small(box, size, boxes[base], sizes[base])):
                     settle(char)
-            elif (char.isdigit() and not is_turned and len(chars) >= 3 and "".join(chars[-3:]).isalpha()
+            elif (char.isdigit() and not is_turned and _ends_word(chars)
                   and _raised_small(box, size, boxes[-1], sizes[-1])):
                 marker = (len(chars), len(boxes))
             if boxes and box[0] - boxes[-1][2] > max(7.0, 1.4 * size):
@@ -197,8 +197,16 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
 
 
 # A footnote number: digits, or several numbers with commas ("software³,⁴"), set after a word of three letters or
-# more ("R²", "cm²" and "km²" stay: exponents follow one or two letters, or a number).
+# more, or after the punctuation that closes a word ("words.¹", "2010).²"). "R²", "cm²" and "km²" stay: exponents
+# follow one or two letters, a number or a bracket.
 _MARKER_CHARS = frozenset("0123456789,")
+
+
+def _ends_word(chars: list[str]) -> bool:
+    """True when the characters read so far end with a word a footnote number can follow."""
+    if len(chars) >= 3 and "".join(chars[-3:]).isalpha():
+        return True
+    return len(chars) >= 2 and chars[-1] in ".,;:" and not chars[-2].isspace()
 
 
 def _raised_small(box: tuple[float, float, float, float], size: float,

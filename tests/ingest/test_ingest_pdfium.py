@@ -142,6 +142,7 @@ def _superscripts_pdf(path: Path) -> None:
         [("Ada Lovelace", 0), ("1,2", 1), (", Charles Babbage", 0), ("2", 1)],
         [("The model explained more variance, R", 0), ("2", 1), (" = .34, than", 0)],
         [("the baseline did, and each plot was 4 km", 0), ("2", 1), (" in area.", 0)],
+        [("Words were scored as the coding manual says.", 0), ("2", 1), (" Then", 0)],
     ]
     pdf = canvas.Canvas(str(path), pagesize=letter)
     for k, row in enumerate(rows):
@@ -167,3 +168,4 @@ def test_footnote_numbers_after_words_are_left_out_exponents_kept(tmp_path: Path
     assert "Ada Lovelace, Charles Babbage " in text
     assert "The model explained more variance, R2 = .34, than" in text
     assert "the baseline did, and each plot was 4 km2 in area." in text
+    assert "as the coding manual says. Then" in text
