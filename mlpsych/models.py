@@ -57,7 +57,9 @@ def cpu_runs_bf16_natively(cpuinfo: Path = CPUINFO) -> bool:
     """Whether the CPU has bf16 matrix instructions (AMX-BF16 or AVX512-BF16; read once from Linux's cpuinfo,
     which is slow to read on large machines and asked for at every cache key).
 
-    Without them torch emulates bf16, which was slower than fp32 (benchmarks/README.md: 0.3x-0.9x).
+    Without them torch emulates bf16, which was slower than fp32: 0.3x-0.9x its speed on a CPU with AVX512 but
+    without bf16 instructions, 0.14x-0.18x on one with AVX2 only (benchmarks/README.md, reader_speed and "A CPU
+    without bf16").
     """
     try:
         flags = cpuinfo.read_text(encoding="utf-8", errors="replace")
@@ -92,12 +94,22 @@ def pick_dtype(requested: str, device: str, *, int8: bool = False):
             raise ModelLoadError(f"fp16{source} is not supported for these models on the CPU; use bf16 or fp32")
         if names[requested] is torch.qint8:
             _check_int8(device, source, int8)
+        if names[requested] is torch.bfloat16 and device == "cpu" and not cpu_runs_bf16_natively(CPUINFO):
+            _warn_emulated_bf16(source)
         return names[requested]
     if device.startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if device == "mps":
         return torch.float16
     return torch.bfloat16 if cpu_runs_bf16_natively(CPUINFO) else torch.float32
+
+
+@functools.cache
+def _warn_emulated_bf16(source: str) -> None:
+    """Say once per process that bf16 asked for on a CPU without bf16 instructions is emulated: the models read
+    several times slower than in fp32, which ``auto`` would have picked there."""
+    log.warning("bf16%s on a CPU without bf16 instructions: torch emulates it, several times slower than fp32 "
+                "(use dtype auto, which reads fp32 on this CPU)", source)
 
 
 def _check_int8(device: str, source: str, allowed: bool) -> None:

@@ -48,6 +48,25 @@ def test_the_environment_decides_what_auto_means(monkeypatch):
         pick_dtype("auto", "cpu")
 
 
+def test_bf16_asked_for_on_a_cpu_without_it_is_read_but_warned_about_once(tmp_path, monkeypatch, caplog):
+    # Emulated bf16 read 4.5-7x slower than fp32 on an AVX2-only CPU (benchmarks/README.md): say so, once.
+    import mlpsych.models as models
+
+    plain, native = tmp_path / "plain", tmp_path / "native"
+    plain.write_text(FLAGS.format(extra=""), encoding="utf-8")
+    native.write_text(FLAGS.format(extra="avx512_bf16"), encoding="utf-8")
+    models._warn_emulated_bf16.cache_clear()
+    monkeypatch.setattr(models, "CPUINFO", native)
+    with caplog.at_level("WARNING", logger="mlpsych.models"):
+        assert pick_dtype("bf16", "cpu") is torch.bfloat16
+        assert not caplog.records
+        monkeypatch.setattr(models, "CPUINFO", plain)
+        assert pick_dtype("bf16", "cpu") is torch.bfloat16 and pick_dtype("bf16", "cpu") is torch.bfloat16
+        monkeypatch.setenv(models.DTYPE_ENV, "fp32")
+        assert pick_dtype("auto", "cpu") is torch.float32
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "without bf16 instructions" in warnings[0] and "fp32" in warnings[0]
+
 
 def test_int8_is_a_reader_dtype_on_the_cpu_with_its_own_cache_key():
     from mlpsych.models import dtype_name
