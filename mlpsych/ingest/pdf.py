@@ -177,7 +177,7 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
             is_turned = _is_turned(pdfium_c.FPDFText_GetCharAngle(raw, i))
             if marker is not None:
                 base = marker[1] - 1
-                if not (char in _MARKER_CHARS and len(chars) - marker[0] < 5
+                if not (char in _MARKER_CHARS and len(chars) - marker[0] < 8
                         and _raised_small(box, size, boxes[base], sizes[base])):
                     settle(char)
             elif (char.isdigit() and not is_turned and _ends_word(chars)
@@ -196,10 +196,10 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
     return lines
 
 
-# A footnote number: digits, or several numbers with commas ("software³,⁴"), set after a word of three letters or
-# more, or after the punctuation that closes a word ("words.¹", "2010).²"). "R²", "cm²" and "km²" stay: exponents
-# follow one or two letters, a number or a bracket.
-_MARKER_CHARS = frozenset("0123456789,")
+# A footnote number or numbered citation: digits, or several numbers with commas and ranges ("software³,⁴",
+# "studies⁷⁻⁹"), set after a word of three letters or more, or after the punctuation that closes a word ("words.¹",
+# "2010).²"). "R²", "cm²" and "km²" stay: exponents follow one or two letters, a number or a bracket.
+_MARKER_CHARS = frozenset("0123456789,-–")
 
 
 def _ends_word(chars: list[str]) -> bool:

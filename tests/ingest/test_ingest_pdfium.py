@@ -143,6 +143,7 @@ def _superscripts_pdf(path: Path) -> None:
         [("The model explained more variance, R", 0), ("2", 1), (" = .34, than", 0)],
         [("the baseline did, and each plot was 4 km", 0), ("2", 1), (" in area.", 0)],
         [("Words were scored as the coding manual says.", 0), ("2", 1), (" Then", 0)],
+        [("Numbered citations follow earlier studies", 0), ("7–9,12", 1), (" in this journal.", 0)],
     ]
     pdf = canvas.Canvas(str(path), pagesize=letter)
     for k, row in enumerate(rows):
@@ -169,3 +170,4 @@ def test_footnote_numbers_after_words_are_left_out_exponents_kept(tmp_path: Path
     assert "The model explained more variance, R2 = .34, than" in text
     assert "the baseline did, and each plot was 4 km2 in area." in text
     assert "as the coding manual says. Then" in text
+    assert "follow earlier studies in this journal." in text
