@@ -42,9 +42,13 @@ TOKENS = 512
 READERS = ("deberta-v2:base", "electra:base", "bert:minilm-l12")  # the fast preset's architectures
 
 
-def configurations(path: str, ids: torch.Tensor, work: Path) -> dict[str, Callable[[], np.ndarray]]:
-    """Each way of reading ``ids``: a call returning the start logits as float32 (ONNX Runtime's exports kept
-    in ``work``)."""
+CONFIGS = ("torch fp32", "torch bf16", "torch int8", "ort fp32", "ort int8")
+
+
+def configurations(path: str, ids: torch.Tensor, work: Path,
+                   names: tuple[str, ...] = CONFIGS) -> dict[str, Callable[[], np.ndarray]]:
+    """Each way of reading ``ids`` named in ``names`` (torch fp32 always, the reference of the differences): a call
+    returning the start logits as float32 (ONNX Runtime's exports kept in ``work``)."""
     from transformers import AutoModelForQuestionAnswering as AutoQA
 
     mask = torch.ones_like(ids)
@@ -55,14 +59,20 @@ def configurations(path: str, ids: torch.Tensor, work: Path) -> dict[str, Callab
                 return model(input_ids=ids, attention_mask=mask).start_logits.float().numpy()
         return read
 
-    fp32 = AutoQA.from_pretrained(path).eval()
-    int8 = AutoQA.from_pretrained(path).eval()
-    quantize_linear_layers(int8)
-    runs = {"torch fp32": torch_reader(fp32), "torch bf16": torch_reader(
-        AutoQA.from_pretrained(path, dtype=torch.bfloat16).eval()), "torch int8": torch_reader(int8)}
-    for name, dtype in (("ort fp32", "float32"), ("ort int8", "qint8")):  # exported as mlpsych's readers export
-        runs[name] = torch_reader(load_onnx_qa_model(path, dtype, with_types=False, cache_dir=work))
-    return runs
+    def torch_int8() -> torch.nn.Module:
+        model = AutoQA.from_pretrained(path).eval()
+        quantize_linear_layers(model)
+        return model
+
+    loaders: dict[str, Callable[[], object]] = {
+        "torch fp32": lambda: AutoQA.from_pretrained(path).eval(),
+        "torch bf16": lambda: AutoQA.from_pretrained(path, dtype=torch.bfloat16).eval(),
+        "torch int8": torch_int8,
+        # exported as mlpsych's readers export
+        "ort fp32": lambda: load_onnx_qa_model(path, "float32", with_types=False, cache_dir=work),
+        "ort int8": lambda: load_onnx_qa_model(path, "qint8", with_types=False, cache_dir=work),
+    }
+    return {name: torch_reader(load()) for name, load in loaders.items() if name == "torch fp32" or name in names}
 
 
 def measure(runs: dict[str, Callable[[], np.ndarray]], repeat: int) -> dict[str, dict[str, float]]:
@@ -83,21 +93,28 @@ def main() -> None:
     parser.add_argument("--readers", nargs="+", default=list(READERS), help="FAMILY:SIZE of mlpsych.dev.tiny")
     parser.add_argument("--windows", type=int, default=4, help="windows of 512 tokens in the batch")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--configs", type=lambda v: tuple(x.strip() for x in v.split(",")), default=CONFIGS,
+                        help=f"comma-separated, of: {', '.join(CONFIGS)} (torch fp32 always; default: all)")
     args = parser.parse_args()
+    unknown = set(args.configs) - set(CONFIGS)
+    if unknown:
+        parser.error(f"--configs: unknown {', '.join(sorted(unknown))} (choose from: {', '.join(CONFIGS)})")
+    shown = [name for name in CONFIGS if name == "torch fp32" or name in args.configs]
     try:
         onnxruntime = import_onnxruntime()
     except ModelLoadError as error:
         raise SystemExit(str(error)) from None
     print(f"torch {torch.__version__} ({torch.get_num_threads()} threads), onnxruntime {onnxruntime.__version__}; "
           f"{args.windows} windows of {TOKENS} tokens, median of {args.repeat} interleaved; random weights")
-    print("\n| reader | torch fp32 | torch bf16 | torch int8 | ORT fp32 | ORT int8 | "
-          "largest start-logit difference from torch fp32 (bf16 / int8 / ORT fp32 / ORT int8) |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print(f"\n| reader | {' | '.join(shown)} | largest start-logit difference from torch fp32 "
+          f"({' / '.join(shown[1:])}) |")
+    print("|---|" + "---:|" * len(shown) + "---|")
     for reader in args.readers:
         family, size = reader.split(":")
         with tempfile.TemporaryDirectory() as work:
             ids = torch.randint(5, 1000, (args.windows, TOKENS))
-            rows = measure(configurations(tiny_model(family, size, Path(work)), ids, Path(work)), args.repeat)
+            rows = measure(configurations(tiny_model(family, size, Path(work)), ids, Path(work), args.configs),
+                           args.repeat)
         per_window = [f"{rows[n]['seconds'] / args.windows:.3f} s" for n in rows]
         differences = " / ".join(f"{rows[n]['difference']:.1e}" for n in list(rows)[1:])
         print(f"| {reader} | " + " | ".join(per_window) + f" | {differences} |")
