@@ -45,10 +45,15 @@ READERS = ("deberta-v2:base", "electra:base", "bert:minilm-l12")  # the fast pre
 CONFIGS = ("torch fp32", "torch bf16", "torch int8", "ort fp32", "ort int8")
 
 
+def selected(names: tuple[str, ...]) -> list[str]:
+    """The configurations timed for ``names``, in table order: torch fp32 always, the reference of the differences."""
+    return [name for name in CONFIGS if name == "torch fp32" or name in names]
+
+
 def configurations(path: str, ids: torch.Tensor, work: Path,
                    names: tuple[str, ...] = CONFIGS) -> dict[str, Callable[[], np.ndarray]]:
-    """Each way of reading ``ids`` named in ``names`` (torch fp32 always, the reference of the differences): a call
-    returning the start logits as float32 (ONNX Runtime's exports kept in ``work``)."""
+    """Each way of reading ``ids`` that ``selected(names)`` gives: a call returning the start logits as float32
+    (ONNX Runtime's exports kept in ``work``)."""
     from transformers import AutoModelForQuestionAnswering as AutoQA
 
     mask = torch.ones_like(ids)
@@ -72,7 +77,7 @@ def configurations(path: str, ids: torch.Tensor, work: Path,
         "ort fp32": lambda: load_onnx_qa_model(path, "float32", with_types=False, cache_dir=work),
         "ort int8": lambda: load_onnx_qa_model(path, "qint8", with_types=False, cache_dir=work),
     }
-    return {name: torch_reader(load()) for name, load in loaders.items() if name == "torch fp32" or name in names}
+    return {name: torch_reader(loaders[name]()) for name in selected(names)}
 
 
 def measure(runs: dict[str, Callable[[], np.ndarray]], repeat: int) -> dict[str, dict[str, float]]:
@@ -99,7 +104,7 @@ def main() -> None:
     unknown = set(args.configs) - set(CONFIGS)
     if unknown:
         parser.error(f"--configs: unknown {', '.join(sorted(unknown))} (choose from: {', '.join(CONFIGS)})")
-    shown = [name for name in CONFIGS if name == "torch fp32" or name in args.configs]
+    shown = selected(args.configs)
     try:
         onnxruntime = import_onnxruntime()
     except ModelLoadError as error:
