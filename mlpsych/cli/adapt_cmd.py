@@ -53,6 +53,8 @@ def add_parser(subparsers) -> None:
                    help="checkpoint folder (default: <cache>/readers/adapted/<OUT name>/checkpoints)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this step (rerun to continue)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--device", default=None, help="where to train: auto (default: a CUDA GPU, then MPS, else the "
+                                                  "CPU), cpu, cuda, cuda:N or mps")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -91,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
             source = {"coded": [str(s) for s in args.coded]}
         source["texts"] = str(args.texts)
         given = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr), ("batch_size", args.batch_size),
-                                   ("threads", args.threads), ("seed", args.seed)) if v is not None}
+                                   ("threads", args.threads), ("seed", args.seed), ("device", args.device))
+                 if v is not None}
         settings = adapt_settings(args.reader, **given)
         options = AdaptOptions(negatives=args.negatives, replay=args.replay, replay_share=args.replay_share,
                                heldout_papers=args.heldout_papers, seed=args.seed,

@@ -24,6 +24,7 @@ _TRAIN_OPTIONS = {
     "--seed": ("seed", int, "seed of sampling, batch order and dropout"),
     "--checkpoint-every": ("checkpoint_every", int, "steps between checkpoints"),
     "--threads": ("threads", int, "torch CPU threads"),
+    "--device": ("device", str, "where to train: auto (a CUDA GPU, then MPS, else the CPU), cpu, cuda, cuda:N or mps"),
 }
 
 
@@ -66,6 +67,7 @@ def run_train_reader(args: argparse.Namespace) -> int:
 
     from mlpsych.errors import UserError
     from mlpsych.dev.train_reader import TrainSettings, iter_reports, train_reader
+    from mlpsych.models import ModelLoadError
 
     if not args.data.is_file():
         raise UserError(f"no data file {args.data}")
@@ -76,6 +78,8 @@ def run_train_reader(args: argparse.Namespace) -> int:
                               max_steps=args.max_steps, progress=not args.no_progress)
     except ValidationError as error:
         raise UserError(f"bad training settings: {error}") from error
+    except ModelLoadError as error:
+        raise UserError(str(error).splitlines()[0]) from None
     if not result.finished:
         print(f"stopped at step {result.step} of {result.steps_total}; checkpoint in {result.checkpoint_dir} "
               "(rerun the same command to continue)")

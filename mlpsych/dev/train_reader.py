@@ -188,6 +188,9 @@ class TrainSettings(BaseModel):
     n_best: int = Field(20, ge=1)
     max_answer_tokens: int = Field(30, ge=1)
     threads: int | None = Field(None, ge=1)
+    # Where the steps run: "auto" takes a CUDA GPU (then Apple's MPS), else the CPU (mlpsych.models.pick_device).
+    # Checkpoints hold plain tensors, so a run may resume on another device.
+    device: str = "auto"
 
     def fingerprint(self, train: Sequence[SquadExample]) -> str:
         keys = ("base_model", "max_length", "stride", "max_question_tokens", "batch_size", "epochs", "lr", "warmup",
@@ -285,7 +288,7 @@ def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int, e
     return batches
 
 
-def _collate(feats: Features, rows: Sequence[int], pad_id: int, with_labels: bool):
+def _collate(feats: Features, rows: Sequence[int], pad_id: int, with_labels: bool, device: str):
     import torch
 
     width = max(len(feats.input_ids[r]) for r in rows)
@@ -301,7 +304,7 @@ def _collate(feats: Features, rows: Sequence[int], pad_id: int, with_labels: boo
     if with_labels:
         batch["start_positions"] = torch.tensor([feats.start[r] for r in rows])
         batch["end_positions"] = torch.tensor([feats.end[r] for r in rows])
-    return batch
+    return {key: value.to(device) for key, value in batch.items()}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -409,10 +412,14 @@ def latest_checkpoint(folder: Path) -> Path | None:
 
 
 def _load_checkpoint(folder: Path, model, optimizer) -> dict:
+    """Weights and AdamW moments onto the model's device, wherever the checkpoint was written; AdamW's step
+    counts stay on the CPU, where it keeps them."""
     from safetensors.torch import load_file, load_model
 
-    load_model(model, str(folder / WEIGHTS_FILE))
-    moments = load_file(str(folder / OPTIMIZER_FILE))
+    device = str(next(model.parameters()).device)
+    load_model(model, str(folder / WEIGHTS_FILE), device=device)
+    moments = {key: value if key.endswith(".step") else value.to(device)
+               for key, value in load_file(str(folder / OPTIMIZER_FILE)).items()}
     for i, param in enumerate(p for group in optimizer.param_groups for p in group["params"]):
         state = {key.split(".", 1)[1]: value for key, value in moments.items() if key.split(".", 1)[0] == str(i)}
         if state:
@@ -439,12 +446,13 @@ def predict(model, tokenizer, examples: Sequence[SquadExample], settings: TrainS
     best: list[tuple[float, int, int]] = [(-1.0, 0, 0)] * len(examples)
     nulls = [math.inf] * len(examples)
     order = sorted(range(len(feats)), key=lambda i: len(feats.input_ids[i]))
+    device = str(next(model.parameters()).device)
     model.eval()
     with torch.inference_mode():
         for b in tqdm(range(0, len(order), settings.eval_batch_size), desc=desc, leave=False, unit="batch"):
             rows = order[b : b + settings.eval_batch_size]
-            out = model(**_collate(feats, rows, tokenizer.pad_token_id or 0, False))
-            starts, ends = out.start_logits.float().numpy(), out.end_logits.float().numpy()
+            out = model(**_collate(feats, rows, tokenizer.pad_token_id or 0, False, device))
+            starts, ends = out.start_logits.float().cpu().numpy(), out.end_logits.float().cpu().numpy()
             for j, r in enumerate(rows):
                 n = len(feats.input_ids[r])
                 found, null = decode_window(starts[j, :n], ends[j, :n], feats.context_mask[r], feats.offsets[r],
@@ -524,22 +532,23 @@ def fit(train: Sequence[SquadExample], settings: TrainSettings, checkpoints: Pat
     import torch
     from tqdm.auto import tqdm
 
-    from mlpsych.models import load_qa_model, load_tokenizer
+    from mlpsych.models import load_qa_model, load_tokenizer, pick_device
 
     if settings.threads:
         torch.set_num_threads(settings.threads)
+    device = pick_device(settings.device)  # before any loading: a device that is not there is one clear error
     fingerprint = settings.fingerprint(train)
     ckpt_dir = Path(checkpoints) / fingerprint
     tokenizer = load_tokenizer(settings.base_model)  # the loading policy: fast tokenizer, offline, clear errors
     torch.manual_seed(settings.seed)
-    model = load_qa_model(settings.base_model, "cpu", torch.float32)  # safetensors only; train() below
+    model = load_qa_model(settings.base_model, device, torch.float32)  # safetensors only; train() below
     feats = build_features(tokenizer, train, settings, labels=True)
     lengths = [len(ids) for ids in feats.input_ids]
     per_epoch = math.ceil(len(feats) / settings.batch_size)
     total = max(1, math.ceil(per_epoch * settings.epochs))
     warmup_steps = max(1, round(total * settings.warmup))
-    log.info("%d features (%d with an answer span), %d steps of %d (%d per epoch); checkpoints in %s",
-             len(feats), sum(s > 0 for s in feats.start), total, settings.batch_size, per_epoch, ckpt_dir)
+    log.info("%d features (%d with an answer span), %d steps of %d (%d per epoch) on %s; checkpoints in %s",
+             len(feats), sum(s > 0 for s in feats.start), total, settings.batch_size, per_epoch, device, ckpt_dir)
 
     no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -576,7 +585,7 @@ def fit(train: Sequence[SquadExample], settings: TrainSettings, checkpoints: Pat
                 factor = _lr_factor(step, total, warmup_steps)
                 for group in optimizer.param_groups:
                     group["lr"] = settings.lr * factor
-                loss = model(**_collate(feats, rows, pad_id, True)).loss
+                loss = model(**_collate(feats, rows, pad_id, True, device)).loss
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
                 optimizer.step()
@@ -653,7 +662,7 @@ def save_reader(out_dir: Path, model, tokenizer, settings: TrainSettings, meta: 
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.model_max_length = settings.max_length
     tokenizer.save_pretrained(out_dir)
-    meta = {"settings": settings.model_dump(mode="json"), **meta,
+    meta = {"settings": settings.model_dump(mode="json"), "trained_on": str(next(model.parameters()).device), **meta,
             "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (out_dir / META_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
 

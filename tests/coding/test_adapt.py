@@ -156,6 +156,10 @@ def test_command_line_refuses_in_one_line(tmp_path: Path, capsys, tiny_bert: Pat
     assert main(args + [str(other)]) == 2
     err = capsys.readouterr().err
     assert "not in the texts given: Z" in err and "Traceback" not in err
+    coded = write_sheet(tmp_path / "c.xlsx", [["A", "", "q1", "?", "random forests", None, None, None, None, None,
+                                               None, None, None, None, None, "yes"]])
+    assert main(args[:-1] + ["--device", "tpu", "--coded", str(coded)]) == 2
+    assert "mlpsych: error: unknown device 'tpu'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 

@@ -206,6 +206,7 @@ def test_trains_a_folder_that_the_reader_loads_and_reads(squad_file, tiny_bert, 
         assert 0.0 <= meta["heldout"][key] <= 1.0
     assert meta["null_threshold"] == result.null_threshold
     assert json.loads((out / "tokenizer_config.json").read_text())["model_max_length"] == 64
+    assert meta["trained_on"] == str(reader_device())
 
     # mlpsych's own Reader loads it like a Hub reader and reads a paper with the saved threshold.
     text = ARTICLES["Trees"][0][0]
@@ -261,3 +262,42 @@ def test_cli_trains_in_steps_and_refuses_the_repository(squad_file, tiny_bert, t
                  "--no-progress"]) == 2
     assert not (repo / "readers").exists()
     assert main(["dev", "train-reader", str(squad_file), str(tmp_path / "x"), "--lr", "-1"]) == 2
+
+
+def reader_device():
+    """Where ``device="auto"`` trains here: the first CUDA GPU where there is one, else the CPU."""
+    import torch
+
+    return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def test_a_device_that_is_not_there_is_one_clear_error(squad_file, tiny_bert, tmp_path, capsys):
+    from mlpsych.cli import main
+
+    args = ["dev", "train-reader", str(squad_file), str(tmp_path / "r"), "--base-model", str(tiny_bert),
+            "--no-progress", "--device"]
+    assert main([*args, "tpu"]) == 2
+    err = capsys.readouterr().err
+    assert "mlpsych: error: unknown device 'tpu' (use auto, cpu, cuda, cuda:N or mps)" in err
+    assert "Traceback" not in err and not (tmp_path / "r").exists()
+    if reader_device().type == "cpu":
+        assert main([*args, "cuda"]) == 2
+        assert "no CUDA GPU is visible to torch" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(reader_device().type != "cuda", reason="needs a CUDA GPU (the device machine's check)")
+def test_a_run_started_on_the_gpu_resumes_on_the_cpu_and_back(squad_file, tiny_bert, tmp_path):
+    from safetensors.torch import load_file
+
+    first = train_reader(squad_file, tmp_path / "r", settings(tiny_bert, device="cuda"), checkpoint_root=tmp_path,
+                         max_steps=3, progress=False)
+    assert first.step == 3 and not first.finished
+    second = train_reader(squad_file, tmp_path / "r", settings(tiny_bert, device="cpu"), checkpoint_root=tmp_path,
+                          max_steps=5, progress=False)
+    assert second.resumed_from == 3 and second.step == 5
+    third = train_reader(squad_file, tmp_path / "r", settings(tiny_bert, device="cuda"), checkpoint_root=tmp_path,
+                         progress=False)
+    assert third.resumed_from == 5 and third.finished
+    meta = json.loads((tmp_path / "r" / "mlpsych_reader.json").read_text())
+    assert meta["trained_on"] == "cuda:0" and 0.0 <= meta["heldout"]["answerable_f1"] <= 1.0
+    assert all(t.device.type == "cpu" for t in load_file(tmp_path / "r" / "model.safetensors").values())
