@@ -15,7 +15,7 @@ are noise (about 27 a paper with the tiny readers), so each paper's q4 asks ``--
 count asked is printed beside the time (the reference preset's "every entity" is capped the same way). Each preset
 reads in its own dtype (``auto``: bf16 on such a GPU; the reference's fp32) unless ``--dtype`` names one for all.
 Printed per preset: seconds, papers per hour, windows read, the readers' GFLOPs (the run sheet's count) and the
-TFLOP/s they achieved, against a bf16 matrix product (or ``--dtype``'s) measured in the same process.
+TFLOP/s they achieved, against a matrix product in the dtype the preset reads, measured in the same process.
 Measurements, not pass/fail.
 
 A run loads each model once per stage, whatever the number of papers, so a few papers overstate the cost of a
@@ -95,11 +95,12 @@ def configured(preset: str, models: dict[str, str], device: str, dtype: str, bat
 
 
 def matmul_tflops(device: str, dtype: str) -> float:
-    """TFLOP/s of a square matrix product in this process (8192 on a GPU, 2048 on a CPU), mean of timed repeats."""
+    """TFLOP/s of a square matrix product in ``dtype`` (torch's name: "bfloat16", "float32", ...) in this process
+    (8192 on a GPU, 2048 on a CPU), mean of timed repeats."""
     import torch
 
     size = 8192 if device.startswith("cuda") else 2048
-    kind = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32)
+    kind = getattr(torch, dtype)
     a = torch.randn(size, size, device=device, dtype=kind)
     b = torch.randn(size, size, device=device, dtype=kind)
 
@@ -174,21 +175,25 @@ def main() -> None:
     log.info("built %d readers in %.0f s", len(models), time.perf_counter() - started)
     from mlpsych.models import dtype_name
 
-    half = "bf16" if args.dtype == "preset" else args.dtype
-    peak = matmul_tflops(args.device, half)
-    print(f"\nmatrix product in this process ({args.device}, {half}): {peak:.1f} TFLOP/s")
+    runs = {preset: configured(preset, models, args.device, args.dtype, args.batch_size, args.sub_questions)
+            for preset in names}
+    dtypes = {preset: dtype_name(settings.reader.dtype, args.device) for preset, (_, settings) in runs.items()}
+    # Each preset's share is of a matrix product in the dtype it reads: a bf16 product on a CPU without bf16 is
+    # emulated (minutes, and nothing to compare an fp32 run with).
+    peaks = {dtype: matmul_tflops(args.device, dtype) for dtype in dict.fromkeys(dtypes.values())}
+    print()
+    for dtype, peak in peaks.items():
+        print(f"matrix product in this process ({args.device}, {dtype}): {peak:.1f} TFLOP/s")
     print(f"readers: {args.size} architectures, random weights; papers timed: "
           + ", ".join(f"{n} ({sum(len(d.text.split()) for d in timed[:n]) / n:.0f} words on average)"
                       for n in counts) + "\n")
     print("| preset | dtype | papers | seconds | papers per hour | windows read | q4 sub-questions | reader TFLOPs | "
           "TFLOP/s achieved | share of the matrix product |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    figures = {"device": args.device, "dtype": args.dtype, "matmul_tflops": peak, "presets": {}}
+    figures = {"device": args.device, "dtype": args.dtype, "matmul_tflops": peaks, "presets": {}}
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-    for preset in names:
-        questions, settings = configured(preset, models, args.device, args.dtype, args.batch_size,
-                                         args.sub_questions)
-        dtype = dtype_name(settings.reader.dtype, args.device)
+    for preset, (questions, settings) in runs.items():
+        dtype, peak = dtypes[preset], peaks[dtypes[preset]]
         rows = figures["presets"][preset] = {}
         if args.profile:
             timed_run(questions, settings, warm, timed[:counts[0]], args.profile / f"{preset}-{counts[0]}.txt")

@@ -34,3 +34,32 @@ def test_the_built_readers_fill_every_slot(tmp_path: Path) -> None:
     assert reference.reader.dtype == "fp32" and reference.max_sub_questions == 3
     _, paper = presets_per_hour.configured("paper", models, "cpu", "preset", None, 3)
     assert paper.reader.dtype == "auto"
+
+
+@pytest.mark.slow
+def test_each_preset_is_measured_against_a_matrix_product_in_the_dtype_it_reads(tmp_path: Path, monkeypatch,
+                                                                                  capsys) -> None:
+    import json
+
+    from mlpsych.models import dtype_name
+
+    papers = {f"p{i}": " ".join(f"Study {i} fitted a random forest in R on {n} participants." for n in range(40))
+              for i in range(2)}
+    (tmp_path / "text.json").write_text(json.dumps(json.dumps(papers)), encoding="utf-8")
+    gold = {"q1": {p: [{"start": 13, "end": 26, "text": "random forest"}] for p in papers}}
+    (tmp_path / "answers_dev.json").write_text(json.dumps(gold), encoding="utf-8")
+    monkeypatch.setattr("sys.argv", ["presets_per_hour.py", "--data", str(tmp_path), "--papers", "1", "--presets",
+                                     "fast,reference", "--size", "tiny", "--work", str(tmp_path / "models"),
+                                     "--sub-questions", "1", "--json", str(tmp_path / "figures.json")])
+    presets_per_hour.main()
+    printed = capsys.readouterr().out
+    fast, reference = dtype_name("auto", "cpu"), "float32"
+    products = [line for line in printed.splitlines() if line.startswith("matrix product in this process")]
+    assert len(products) == len({fast, reference})
+    assert {line.split(", ")[1].split(")")[0] for line in products} == {fast, reference}
+    figures = json.loads((tmp_path / "figures.json").read_text())
+    assert set(figures["matmul_tflops"]) == {fast, reference}
+    for preset, dtype in (("fast", fast), ("reference", reference)):
+        row = figures["presets"][preset]["1"]
+        assert row["dtype"] == dtype
+        assert row["share"] == pytest.approx(row["tflops_per_s"] / figures["matmul_tflops"][dtype])
