@@ -34,6 +34,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--epochs", type=float, default=None, help="passes over the records (default 4)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 5e-5)")
     p.add_argument("--batch-size", type=int, default=None, help="features per step (default 16)")
+    p.add_argument("--micro-batch-size", type=int, default=None,
+                   help="features per forward and backward pass, where a step's batch does not fit in memory "
+                        "(default: the whole batch; the same step, in parts)")
     p.add_argument("--negatives", type=float, default=1.0,
                    help="passages without an answer drawn per answer, as unanswerable records (default 1)")
     p.add_argument("--min-answers", type=int, default=None,
@@ -93,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
             source = {"coded": [str(s) for s in args.coded]}
         source["texts"] = str(args.texts)
         given = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr), ("batch_size", args.batch_size),
+                                   ("micro_batch_size", args.micro_batch_size),
                                    ("threads", args.threads), ("seed", args.seed), ("device", args.device))
                  if v is not None}
         settings = adapt_settings(args.reader, **given)

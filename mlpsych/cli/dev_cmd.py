@@ -25,6 +25,8 @@ _TRAIN_OPTIONS = {
     "--checkpoint-every": ("checkpoint_every", int, "steps between checkpoints"),
     "--threads": ("threads", int, "torch CPU threads"),
     "--device": ("device", str, "where to train: auto (a CUDA GPU, then MPS, else the CPU), cpu, cuda, cuda:N or mps"),
+    "--micro-batch-size": ("micro_batch_size", int, "features per forward and backward pass, where a batch does not fit "
+                                                    "in memory (default: the whole batch)"),
 }
 
 

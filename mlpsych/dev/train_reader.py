@@ -191,6 +191,10 @@ class TrainSettings(BaseModel):
     # Where the steps run: "auto" takes a CUDA GPU (then Apple's MPS), else the CPU (mlpsych.models.pick_device).
     # Checkpoints hold plain tensors, so a run may resume on another device.
     device: str = "auto"
+    # Features per forward and backward pass (None: the whole batch). A step adds up its passes' gradients, which
+    # are the whole batch's, since the loss is a mean over features; only the dropout draws differ. Lower it where a
+    # batch does not fit in memory (on a CUDA GPU it is halved by itself on out-of-memory).
+    micro_batch_size: int | None = Field(None, ge=1)
 
     def fingerprint(self, train: Sequence[SquadExample]) -> str:
         keys = ("base_model", "max_length", "stride", "max_question_tokens", "batch_size", "epochs", "lr", "warmup",
@@ -288,10 +292,12 @@ def length_grouped_batches(lengths: Sequence[int], batch_size: int, seed: int, e
     return batches
 
 
-def _collate(feats: Features, rows: Sequence[int], pad_id: int, with_labels: bool, device: str):
+def _collate(feats: Features, rows: Sequence[int], pad_id: int, with_labels: bool, device: str,
+             width: int | None = None):
+    """The rows as a batch on ``device``, padded to ``width`` (default: the longest row)."""
     import torch
 
-    width = max(len(feats.input_ids[r]) for r in rows)
+    width = width or max(len(feats.input_ids[r]) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     types = torch.zeros((len(rows), width), dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -384,6 +390,38 @@ def cache_root() -> Path:
     from mlpsych.cache import default_cache_dir
 
     return default_cache_dir() / "readers"
+
+
+def _backward(model, feats: Features, rows: Sequence[int], pad_id: int, device: str, micro: int) -> float:
+    """Forward and backward passes over ``rows``, ``micro`` features at a time, each pass's loss weighted by its
+    share of the rows, so the gradients add up to the whole batch's; the batch's loss. Every pass is padded to the
+    batch's longest row: a QA model's loss also spans the padded positions' logits."""
+    total = 0.0
+    width = max(len(feats.input_ids[r]) for r in rows)
+    for first in range(0, len(rows), micro):
+        part = rows[first : first + micro]
+        loss = model(**_collate(feats, part, pad_id, True, device, width)).loss * (len(part) / len(rows))
+        loss.backward()
+        total += loss.item()
+    return total
+
+
+def _backward_or_halve(model, feats: Features, rows: Sequence[int], pad_id: int, device: str,
+                       micro: int) -> tuple[float, int]:
+    """:func:`_backward`; on CUDA out-of-memory the step starts again with half the features per pass (the
+    Reader's policy), until one feature a pass does not fit either. The loss and the size that fitted."""
+    import torch
+
+    while True:
+        try:
+            return _backward(model, feats, rows, pad_id, device, micro), micro
+        except torch.cuda.OutOfMemoryError:
+            if micro == 1:
+                raise
+            model.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+            micro = max(1, micro // 2)
+            log.warning("CUDA out of memory; training on %d features a pass (--micro-batch-size) and retrying", micro)
 
 
 def _save_checkpoint(folder: Path, model, optimizer, state: dict) -> None:
@@ -572,6 +610,7 @@ def fit(train: Sequence[SquadExample], settings: TrainSettings, checkpoints: Pat
                           "settings": settings.model_dump(mode="json")})
 
     pad_id = tokenizer.pad_token_id or 0
+    micro = settings.micro_batch_size or settings.batch_size
     bar = tqdm(total=total, initial=step, desc=desc, unit="step", disable=not progress)
     model.train()
     try:
@@ -585,14 +624,13 @@ def fit(train: Sequence[SquadExample], settings: TrainSettings, checkpoints: Pat
                 factor = _lr_factor(step, total, warmup_steps)
                 for group in optimizer.param_groups:
                     group["lr"] = settings.lr * factor
-                loss = model(**_collate(feats, rows, pad_id, True, device)).loss
-                loss.backward()
+                loss, micro = _backward_or_halve(model, feats, rows, pad_id, device, micro)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 step += 1
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch + 1)
+                bar.set_postfix(loss=f"{loss:.3f}", epoch=epoch + 1)
                 if step % settings.checkpoint_every == 0 or step == stop_at:
                     checkpoint(step)
     except KeyboardInterrupt:

@@ -301,3 +301,70 @@ def test_a_run_started_on_the_gpu_resumes_on_the_cpu_and_back(squad_file, tiny_b
     meta = json.loads((tmp_path / "r" / "mlpsych_reader.json").read_text())
     assert meta["trained_on"] == "cuda:0" and 0.0 <= meta["heldout"]["answerable_f1"] <= 1.0
     assert all(t.device.type == "cpu" for t in load_file(tmp_path / "r" / "model.safetensors").values())
+
+
+def test_micro_batches_add_up_to_the_whole_batch_gradient(squad_file, tiny_bert):
+    import torch
+
+    from mlpsych.dev import train_reader as tr
+    from mlpsych.models import load_qa_model, load_tokenizer
+
+    s = settings(tiny_bert)
+    tokenizer = load_tokenizer(str(tiny_bert))
+    feats = build_features(tokenizer, load_examples(squad_file), s, labels=True)
+    rows = list(range(5))
+    model = load_qa_model(str(tiny_bert), "cpu", torch.float32)
+    model.eval()  # no dropout: the passes are then the same arithmetic as the whole batch
+
+    def gradients(micro: int) -> tuple[float, dict]:
+        model.zero_grad(set_to_none=True)
+        loss = tr._backward(model, feats, rows, tokenizer.pad_token_id, "cpu", micro)
+        return loss, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    whole_loss, whole = gradients(len(rows))
+    for micro in (1, 2):
+        loss, parts = gradients(micro)
+        assert loss == pytest.approx(whole_loss, rel=1e-5) and parts.keys() == whole.keys()
+        for name, grad in whole.items():
+            assert torch.allclose(parts[name], grad, atol=1e-6, rtol=1e-4), name
+
+
+def test_on_cuda_out_of_memory_a_step_is_retried_in_smaller_passes(squad_file, tiny_bert, monkeypatch, caplog):
+    import torch
+
+    from mlpsych.dev import train_reader as tr
+    from mlpsych.models import load_qa_model, load_tokenizer
+
+    real, sizes = tr._backward, []
+
+    def tight_memory(model, feats, rows, pad_id, device, micro):  # the real passes, once they are small enough
+        sizes.append(micro)
+        if micro > 1:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return real(model, feats, rows, pad_id, device, micro)
+
+    monkeypatch.setattr(tr, "_backward", tight_memory)
+    tokenizer = load_tokenizer(str(tiny_bert))
+    feats = build_features(tokenizer, load_examples(squad_file), settings(tiny_bert), labels=True)
+    model = load_qa_model(str(tiny_bert), "cpu", torch.float32)
+    loss, micro = tr._backward_or_halve(model, feats, [0, 1, 2, 3, 4], tokenizer.pad_token_id, "cpu", 5)
+    assert sizes == [5, 2, 1] and micro == 1 and loss > 0
+    assert "training on 1 features a pass" in caplog.text
+
+    def no_memory(*args):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(tr, "_backward", no_memory)
+    with pytest.raises(torch.cuda.OutOfMemoryError):  # at one feature a pass the error is the run's
+        tr._backward_or_halve(model, feats, [0, 1], tokenizer.pad_token_id, "cpu", 1)
+
+
+@pytest.mark.slow
+def test_a_run_resumes_with_other_micro_batches(squad_file, tiny_bert, tmp_path):
+    first = train_reader(squad_file, tmp_path / "r", settings(tiny_bert), checkpoint_root=tmp_path, max_steps=3,
+                         progress=False)
+    second = train_reader(squad_file, tmp_path / "r", settings(tiny_bert, micro_batch_size=1), checkpoint_root=tmp_path,
+                          progress=False)
+    assert second.resumed_from == 3 and second.finished and second.checkpoint_dir == first.checkpoint_dir
+    meta = json.loads((tmp_path / "r" / "mlpsych_reader.json").read_text())
+    assert meta["settings"]["micro_batch_size"] == 1
