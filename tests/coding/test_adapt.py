@@ -173,10 +173,12 @@ def test_command_line_cross_fits_three_folds_unless_told(tmp_path: Path, capsys,
             "--batch-size", "4", "--min-answers", "1", "--no-progress", "--checkpoints", str(tmp_path / "ck")]
     assert main(args + ["--out", str(tmp_path / "default")]) == 0
     assert "1 coded paper(s): too few for 3 folds" in capsys.readouterr().out
-    assert main(args + ["--out", str(tmp_path / "off"), "--calibration-folds", "0"]) == 0
+    assert main(args + ["--out", str(tmp_path / "off"), "--calibration-folds", "0", "--micro-batch-size", "2",
+                        "--device", "cpu"]) == 0
     assert "cross-fitting turned off" in capsys.readouterr().out
-    options = json.loads((tmp_path / "off" / META_FILE).read_text())["adapted"]["options"]
-    assert options["calibration_folds"] == 0 and options["min_answers"] == 1
+    meta = json.loads((tmp_path / "off" / META_FILE).read_text())
+    assert meta["adapted"]["options"]["calibration_folds"] == 0 and meta["adapted"]["options"]["min_answers"] == 1
+    assert meta["settings"]["micro_batch_size"] == 2 and meta["trained_on"] == "cpu"
 
 
 def test_questions_with_too_few_coded_answers_keep_their_base_reader(tmp_path: Path, questions):
