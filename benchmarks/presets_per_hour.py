@@ -94,12 +94,12 @@ def configured(preset: str, models: dict[str, str], device: str, dtype: str, bat
     return substitute_models(questions, models), RunSettings.model_validate(data)
 
 
-def matmul_tflops(device: str, dtype: str) -> float:
+def matmul_tflops(device: str, dtype: str, size: int | None = None) -> float:
     """TFLOP/s of a square matrix product in ``dtype`` (torch's name: "bfloat16", "float32", ...) in this process
-    (8192 on a GPU, 2048 on a CPU), mean of timed repeats."""
+    (``size``, default 8192 on a GPU, 2048 on a CPU), mean of timed repeats."""
     import torch
 
-    size = 8192 if device.startswith("cuda") else 2048
+    size = size or (8192 if device.startswith("cuda") else 2048)
     kind = getattr(torch, dtype)
     a = torch.randn(size, size, device=device, dtype=kind)
     b = torch.randn(size, size, device=device, dtype=kind)
@@ -155,6 +155,8 @@ def main() -> None:
     parser.add_argument("--size", choices=["real", "tiny"], default="real")
     parser.add_argument("--sub-questions", type=int, default=8, help="q1 answers each paper's q4 asks about")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "mlpsych-presets-per-hour")
+    parser.add_argument("--matmul-size", type=int, default=None,
+                        help="side of the square matrix product measured (default 8192 on a GPU, 2048 on a CPU)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--profile", type=Path, default=None, help="a folder for cProfile's text of one more run of "
                                                                    "each preset")
@@ -180,7 +182,7 @@ def main() -> None:
     dtypes = {preset: dtype_name(settings.reader.dtype, args.device) for preset, (_, settings) in runs.items()}
     # Each preset's share is of a matrix product in the dtype it reads: a bf16 product on a CPU without bf16 is
     # emulated (minutes, and nothing to compare an fp32 run with).
-    peaks = {dtype: matmul_tflops(args.device, dtype) for dtype in dict.fromkeys(dtypes.values())}
+    peaks = {dtype: matmul_tflops(args.device, dtype, args.matmul_size) for dtype in dict.fromkeys(dtypes.values())}
     print()
     for dtype, peak in peaks.items():
         print(f"matrix product in this process ({args.device}, {dtype}): {peak:.1f} TFLOP/s")

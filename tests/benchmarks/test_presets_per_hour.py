@@ -50,7 +50,8 @@ def test_each_preset_is_measured_against_a_matrix_product_in_the_dtype_it_reads(
     (tmp_path / "answers_dev.json").write_text(json.dumps(gold), encoding="utf-8")
     monkeypatch.setattr("sys.argv", ["presets_per_hour.py", "--data", str(tmp_path), "--papers", "1", "--presets",
                                      "fast,reference", "--size", "tiny", "--work", str(tmp_path / "models"),
-                                     "--sub-questions", "1", "--json", str(tmp_path / "figures.json")])
+                                     "--sub-questions", "1", "--matmul-size", "256",
+                                     "--json", str(tmp_path / "figures.json")])
     presets_per_hour.main()
     printed = capsys.readouterr().out
     fast, reference = dtype_name("auto", "cpu"), "float32"
