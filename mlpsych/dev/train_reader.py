@@ -402,8 +402,8 @@ def _backward(model, feats: Features, rows: Sequence[int], pad_id: int, device: 
         part = rows[first : first + micro]
         loss = model(**_collate(feats, part, pad_id, True, device, width)).loss * (len(part) / len(rows))
         loss.backward()
-        total += loss.item()
-    return total
+        total = total + loss.detach()  # one transfer from the device per step, not one per pass
+    return float(total)
 
 
 def _backward_or_halve(model, feats: Features, rows: Sequence[int], pad_id: int, device: str,
@@ -454,7 +454,7 @@ def _load_checkpoint(folder: Path, model, optimizer) -> dict:
     counts stay on the CPU, where it keeps them."""
     from safetensors.torch import load_file, load_model
 
-    device = str(next(model.parameters()).device)
+    device = str(model.device)
     load_model(model, str(folder / WEIGHTS_FILE), device=device)
     moments = {key: value if key.endswith(".step") else value.to(device)
                for key, value in load_file(str(folder / OPTIMIZER_FILE)).items()}
@@ -484,7 +484,7 @@ def predict(model, tokenizer, examples: Sequence[SquadExample], settings: TrainS
     best: list[tuple[float, int, int]] = [(-1.0, 0, 0)] * len(examples)
     nulls = [math.inf] * len(examples)
     order = sorted(range(len(feats)), key=lambda i: len(feats.input_ids[i]))
-    device = str(next(model.parameters()).device)
+    device = str(model.device)
     model.eval()
     with torch.inference_mode():
         for b in tqdm(range(0, len(order), settings.eval_batch_size), desc=desc, leave=False, unit="batch"):
@@ -700,7 +700,7 @@ def save_reader(out_dir: Path, model, tokenizer, settings: TrainSettings, meta: 
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.model_max_length = settings.max_length
     tokenizer.save_pretrained(out_dir)
-    meta = {"settings": settings.model_dump(mode="json"), "trained_on": str(next(model.parameters()).device), **meta,
+    meta = {"settings": settings.model_dump(mode="json"), "trained_on": str(model.device), **meta,
             "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (out_dir / META_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
 
