@@ -8,12 +8,15 @@ import logging
 import os
 import re
 import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from mlpsych.errors import ModelLoadError
 from mlpsych.hub import OFFLINE_HELP, offline_unless_reachable
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 # Written by mlpsych.dev.tiny into every random-weight model it builds (the demo models of the app and the tests).
@@ -291,3 +294,27 @@ def free_memory(released: weakref.ref | None = None) -> None:
             torch.cuda.empty_cache()
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
+
+
+def halving_on_oom(attempt: Callable[[int], T], size: int, what: str,
+                   before_retry: Callable[[], None] | None = None) -> tuple[T, int]:
+    """``attempt(size)``; on CUDA out-of-memory, ``size`` is halved and the attempt made again, until one item does
+    not fit either (then the error is the caller's). The one policy for a GPU too small for the batch asked for:
+    the Reader's windows a forward, training's features a pass. Returns the result and the size that fitted.
+
+    ``before_retry`` undoes a failed attempt's partial work (e.g. half-accumulated gradients). The cache is emptied
+    after the ``except`` block, once the error's traceback no longer holds the failed attempt's tensors.
+    """
+    import torch
+
+    while True:
+        try:
+            return attempt(size), size
+        except torch.cuda.OutOfMemoryError:
+            if size <= 1:
+                raise
+        if before_retry is not None:
+            before_retry()
+        torch.cuda.empty_cache()
+        size = max(1, size // 2)
+        log.warning("CUDA out of memory; %s halved to %d and retried", what, size)

@@ -151,3 +151,30 @@ def test_a_missing_folder_whose_path_holds_an_http_status_is_a_missing_folder(tm
                                   "HTTP Error 401: Unauthorized"])
 def test_the_hubs_refusals_are_read_as_gated(text):
     assert "gated" in load_failure_reason("meta-llama/x", OSError(text))
+
+
+def test_out_of_memory_halves_the_size_until_it_fits(caplog):
+    from mlpsych.models import halving_on_oom
+
+    tried, undone = [], []
+
+    def attempt(size: int) -> str:
+        tried.append(size)
+        if size > 3:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return f"read {size}"
+
+    result = halving_on_oom(attempt, 13, "windows a batch", before_retry=lambda: undone.append(len(tried)))
+    assert result == ("read 3", 3) and tried == [13, 6, 3] and undone == [1, 2]
+    assert [r.getMessage() for r in caplog.records] == ["CUDA out of memory; windows a batch halved to 6 and retried",
+                                                        "CUDA out of memory; windows a batch halved to 3 and retried"]
+    with pytest.raises(torch.cuda.OutOfMemoryError):  # one item does not fit either: the caller's error
+        halving_on_oom(lambda size: attempt(size + 8), 2, "x")
+    assert tried[-2:] == [10, 9]
+
+    def broken(size: int) -> None:
+        raise ValueError("not a memory error")
+
+    with pytest.raises(ValueError):  # other errors are not retried
+        halving_on_oom(broken, 8, "x", before_retry=lambda: undone.append(-1))
+    assert -1 not in undone

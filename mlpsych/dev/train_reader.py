@@ -27,6 +27,7 @@ window null probability plus ``null_threshold``. The threshold saved is in those
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -408,20 +409,14 @@ def _backward(model, feats: Features, rows: Sequence[int], pad_id: int, device: 
 
 def _backward_or_halve(model, feats: Features, rows: Sequence[int], pad_id: int, device: str,
                        micro: int) -> tuple[float, int]:
-    """:func:`_backward`; on CUDA out-of-memory the step starts again with half the features per pass (the
-    Reader's policy), until one feature a pass does not fit either. The loss and the size that fitted."""
-    import torch
+    """:func:`_backward` under the Reader's out-of-memory policy (:func:`mlpsych.models.halving_on_oom`): a step
+    that does not fit starts again, its partial gradients dropped, with half the features a pass. The loss and the
+    size that fitted."""
+    from mlpsych.models import halving_on_oom
 
-    while True:
-        try:
-            return _backward(model, feats, rows, pad_id, device, micro), micro
-        except torch.cuda.OutOfMemoryError:
-            if micro == 1:
-                raise
-            model.zero_grad(set_to_none=True)
-            torch.cuda.empty_cache()
-            micro = max(1, micro // 2)
-            log.warning("CUDA out of memory; training on %d features a pass (--micro-batch-size) and retrying", micro)
+    return halving_on_oom(functools.partial(_backward, model, feats, rows, pad_id, device), micro,
+                          "features a pass (--micro-batch-size)",
+                          before_retry=functools.partial(model.zero_grad, set_to_none=True))
 
 
 def _save_checkpoint(folder: Path, model, optimizer, state: dict) -> None:

@@ -8,6 +8,7 @@ paper.
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ import numpy as np
 
 from mlpsych.answers import Span
 from mlpsych.documents import Document
-from mlpsych.models import free_memory, load_qa_model, load_tokenizer, pick_device, pick_dtype
+from mlpsych.models import free_memory, halving_on_oom, load_qa_model, load_tokenizer, pick_device, pick_dtype
 from mlpsych.reading.decode import (
     WindowCandidate,
     decode_window,
@@ -364,10 +365,9 @@ class Reader:
         nulls: dict[tuple[int, int], list[float]] = {job: [] for job in jobs}
         position = 0
         while position < len(features):
-            batch = [self._build(encoded[f.paper], f) for f in features[position : position + self._batch_size]]
-            starts, ends = self._forward_or_halve(batch)
-            if starts is None:  # out of memory: the batch size was halved, read again from the same position
-                continue
+            (batch, starts, ends), self._batch_size = halving_on_oom(
+                functools.partial(self._read_batch, encoded, features, position), self._batch_size,
+                f"{self.model_id}: batch size")
             position += len(batch)
             self.windows_read += len(batch)
             self.tokens_read += sum(len(inputs.ids) for inputs in batch)
@@ -418,20 +418,11 @@ class Reader:
         return decode_window(starts, ends, mask, offsets, n_best=self.settings.n_best,
                              max_answer_tokens=query.max_answer_tokens, window=window, pieces=pieces)
 
-    def _forward_or_halve(self, batch: list[_Inputs]) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """The batch's logits; on CUDA out-of-memory, halve the batch size and return ``(None, None)`` so the
-        caller reads the same windows again in smaller batches (at batch size 1 the error is the paper's)."""
-        import torch
-
-        try:
-            return self._forward(batch)
-        except torch.cuda.OutOfMemoryError:
-            if self._batch_size == 1:
-                raise
-            self._batch_size = max(1, self._batch_size // 2)
-            log.warning("%s: CUDA out of memory; batch size halved to %d and retried", self.model_id, self._batch_size)
-            torch.cuda.empty_cache()
-            return None, None
+    def _read_batch(self, encoded: list[EncodedDocument], features: list[_Feature], position: int,
+                    size: int) -> tuple[list[_Inputs], np.ndarray, np.ndarray]:
+        """The ``size`` features from ``position`` on, built and read: their inputs and start and end logits."""
+        batch = [self._build(encoded[f.paper], f) for f in features[position : position + size]]
+        return (batch, *self._forward(batch))
 
     def _forward(self, batch: list[_Inputs]) -> tuple[np.ndarray, np.ndarray]:
         """Start and end logits for a batch of (question, window) features, padded to the longest."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from mlpsych.documents import Document
 from mlpsych.errors import InputError
 from mlpsych.reading.reader import Query, Reader
 from mlpsych.settings import ReaderSettings
+from tests.gpu_memory import memory_limit, needs_cuda, peak_bytes
 
 ARTICLES = {
     "Forests": [
@@ -336,20 +338,28 @@ def test_on_cuda_out_of_memory_a_step_is_retried_in_smaller_passes(squad_file, t
     from mlpsych.models import load_qa_model, load_tokenizer
 
     real, sizes = tr._backward, []
+    rows = [0, 1, 2, 3, 4]
 
-    def tight_memory(model, feats, rows, pad_id, device, micro):  # the real passes, once they are small enough
+    def tight_memory(model, feats, rows, pad_id, device, micro):  # a pass of more than one feature runs out of memory
         sizes.append(micro)
-        if micro > 1:
+        if micro > 1:  # after its first pass: that pass's gradients are already accumulated
+            real(model, feats, rows[:micro], pad_id, device, micro)
             raise torch.cuda.OutOfMemoryError("CUDA out of memory")
         return real(model, feats, rows, pad_id, device, micro)
 
-    monkeypatch.setattr(tr, "_backward", tight_memory)
     tokenizer = load_tokenizer(str(tiny_bert))
     feats = build_features(tokenizer, load_examples(squad_file), settings(tiny_bert), labels=True)
     model = load_qa_model(str(tiny_bert), "cpu", torch.float32)
-    loss, micro = tr._backward_or_halve(model, feats, [0, 1, 2, 3, 4], tokenizer.pad_token_id, "cpu", 5)
-    assert sizes == [5, 2, 1] and micro == 1 and loss > 0
-    assert "training on 1 features a pass" in caplog.text
+    model.eval()  # no dropout, so the retried step can be compared with a clean one
+    expected_loss = real(model, feats, rows, tokenizer.pad_token_id, "cpu", 1)
+    expected = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    monkeypatch.setattr(tr, "_backward", tight_memory)
+    loss, micro = tr._backward_or_halve(model, feats, rows, tokenizer.pad_token_id, "cpu", 5)
+    assert sizes == [5, 2, 1] and micro == 1 and loss == pytest.approx(expected_loss, rel=1e-6)
+    for name, param in model.named_parameters():  # the failed passes' gradients were dropped, not added
+        assert torch.allclose(param.grad, expected[name], atol=1e-7), name
+    assert "features a pass (--micro-batch-size) halved to 1 and retried" in caplog.text
 
     def no_memory(*args):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
@@ -357,6 +367,37 @@ def test_on_cuda_out_of_memory_a_step_is_retried_in_smaller_passes(squad_file, t
     monkeypatch.setattr(tr, "_backward", no_memory)
     with pytest.raises(torch.cuda.OutOfMemoryError):  # at one feature a pass the error is the run's
         tr._backward_or_halve(model, feats, [0, 1], tokenizer.pad_token_id, "cpu", 1)
+
+
+@needs_cuda
+def test_on_a_gpu_too_small_for_the_passes_a_step_is_retried_in_smaller_ones(squad_file, tiny_bert, caplog):
+    """The device machine's check: CUDA's allocator, capped, refuses passes of 1024 features mid-step; the step
+    that fits gives the gradients of a clean step in passes of that size (no dropout)."""
+    import torch
+
+    from mlpsych.dev import train_reader as tr
+    from mlpsych.models import load_qa_model, load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_bert))
+    feats = build_features(tokenizer, load_examples(squad_file), settings(tiny_bert), labels=True)
+    rows = list(range(len(feats.input_ids))) * (1024 // len(feats.input_ids) + 1)
+    model = load_qa_model(str(tiny_bert), "cuda", torch.float32)
+    model.eval()
+
+    def step(micro: int) -> float:
+        model.zero_grad(set_to_none=True)
+        return tr._backward(model, feats, rows, tokenizer.pad_token_id, "cuda", micro)
+
+    fits = peak_bytes(lambda: step(16))
+    assert peak_bytes(lambda: step(1024)) > 8 * fits
+    model.zero_grad(set_to_none=True)
+    with memory_limit(2 * fits + 2**26), caplog.at_level(logging.WARNING, logger="mlpsych.models"):
+        loss, micro = tr._backward_or_halve(model, feats, rows, tokenizer.pad_token_id, "cuda", 1024)
+    assert 16 <= micro < 1024 and "features a pass (--micro-batch-size) halved to 512 and retried" in caplog.text
+    halved = {n: p.grad.clone() for n, p in model.named_parameters()}
+    assert loss == pytest.approx(step(micro), rel=1e-5)
+    for name, param in model.named_parameters():  # no gradient of the refused passes was kept
+        assert torch.allclose(halved[name], param.grad, rtol=1e-4, atol=1e-6), name
 
 
 @pytest.mark.slow

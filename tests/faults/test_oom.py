@@ -17,6 +17,7 @@ from mlpsych.pipeline import Pipeline
 from mlpsych.questions import QuestionSet, QuestionTemplate
 from mlpsych.reading.reader import Query, Reader
 from mlpsych.settings import LLMSettings, ReaderSettings, RunSettings
+from tests.gpu_memory import memory_limit, needs_cuda, peak_bytes
 
 TEXT = ("We trained random forests and support vector machines on essays written by 312 participants. "
         "Models were fitted with scikit-learn in Python and with the caret package in R. ") * 10
@@ -54,7 +55,7 @@ def test_oom_halves_the_batch_and_reads_the_same(tiny_models, caplog) -> None:
     reader = Reader(str(tiny_models["bert"]), READER)
     reader.warm_up()
     sizes = limit_batches(reader, largest=2)
-    with caplog.at_level(logging.WARNING, logger="mlpsych.reading.reader"):
+    with caplog.at_level(logging.WARNING, logger="mlpsych.models"):
         found = reader.run(doc, QUERIES)
     halvings = [r.getMessage() for r in caplog.records if "out of memory" in r.getMessage()]
     assert len(halvings) == 2 and halvings[0].endswith("halved to 4 and retried")
@@ -87,3 +88,29 @@ def test_oom_at_batch_one_fails_that_paper_only(tiny_models, tmp_path) -> None:
     result = pipeline.run([Document(id="first", text=TEXT[:200]), big])
     assert "out of memory" in " ".join(result.errors["big"])
     assert {a.doc_id for a in result.answers if a.final} == {"first"}
+
+
+@needs_cuda
+def test_on_a_gpu_too_small_for_the_batch_the_reader_halves_it_and_reads_the_same(tiny_models, caplog) -> None:
+    """The device machine's check: CUDA's allocator, capped, refuses a batch of 128 full windows (fp32, so that
+    batches of other sizes give the same logits)."""
+    doc = Document(id="p", text=TEXT * 80)
+    queries = [Query(f"q{i}", question, top_k=5, max_answer_tokens=20) for i, question in
+               enumerate(["What methods were used?", "What software was used?", "How many participants?"])]
+    settings = READER.model_copy(update=dict(max_length=512, stride=128, batch_size=4, device="cuda", dtype="fp32"))
+    small = Reader(str(tiny_models["bert"]), settings)
+    small.warm_up()
+    fits = peak_bytes(lambda: small.run(doc, queries))  # what batches of 4 windows need
+    expected, windows = small.run(doc, queries), small.windows_read // 2
+    big = Reader(str(tiny_models["bert"]), settings.model_copy(update=dict(batch_size=128)))
+    big.warm_up()
+    assert windows >= 2 * 128 and peak_bytes(lambda: big.run(doc, queries)) > 8 * fits
+    big.windows_read = 0
+    with memory_limit(2 * fits + 2**26), caplog.at_level(logging.WARNING, logger="mlpsych.models"):
+        found = big.run(doc, queries)
+    halvings = [r.getMessage() for r in caplog.records if "out of memory" in r.getMessage()]
+    assert halvings and halvings[0].endswith("batch size halved to 64 and retried") and 4 <= big._batch_size < 128
+    assert big.windows_read == windows  # every window read once, none lost
+    for qi in range(len(queries)):
+        assert [(s.start, s.end) for s in found[qi]] == [(s.start, s.end) for s in expected[qi]]
+        assert [s.score for s in found[qi]] == pytest.approx([s.score for s in expected[qi]], abs=1e-4)
