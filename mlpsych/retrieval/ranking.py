@@ -21,9 +21,11 @@ sections, which fill a handful of windows, while the windows around them are mos
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
+import sys
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -53,11 +55,27 @@ def _stem(word: str) -> str:
     return word
 
 
+@functools.cache
+def _bm25s():
+    """``bm25s``, imported without letting it start JAX. Its import runs a JAX top-k where JAX is installed (for its
+    ``retrieve``, which mlpsych does not call), and on a GPU JAX then takes 75% of the GPU's memory for itself: the
+    readers and the LLM ran out of memory beside it on the device machine. Where the process has already imported
+    JAX (a notebook using it), JAX is left as the process set it up."""
+    blocked = "bm25s" not in sys.modules and "jax" not in sys.modules
+    if blocked:
+        sys.modules["jax"] = None  # type: ignore[assignment]  # `import jax` raises ImportError meanwhile
+    try:
+        import bm25s
+    finally:
+        if blocked:
+            del sys.modules["jax"]
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import: a line per index build
+    return bm25s
+
+
 def tokenize(text: str, *, drop: frozenset[str] | set[str] = frozenset()) -> list[str]:
     """Lowercased, stemmed word tokens without English stopwords (and without ``drop``)."""
-    from bm25s.stopwords import STOPWORDS_EN
-
-    stop = set(STOPWORDS_EN) | set(drop)
+    stop = set(_bm25s().stopwords.STOPWORDS_EN) | set(drop)
     return [_stem(w) for w in (m.group().lower() for m in _TOKEN.finditer(text)) if w not in stop and len(w) > 1]
 
 
@@ -67,9 +85,7 @@ def window_texts(doc: Document, windows: Sequence[Window]) -> list[str]:
 
 def bm25_scores(question: str, texts: Sequence[str]) -> np.ndarray:
     """BM25 score of each text for the question (``bm25s``: Lucene-style idf over these texts only)."""
-    import bm25s
-
-    logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import: a line per index build
+    bm25s = _bm25s()
     corpus = [tokenize(t) for t in texts]
     query = tokenize(question, drop=_QUESTION_WORDS) or tokenize(question)
     if not texts or not query:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+import mlpsych
 from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
 from mlpsych.pipeline import Pipeline
@@ -354,3 +360,29 @@ def test_pipeline_reads_packed_sentences_and_asks_the_general_sub_question(tiny_
     again = Pipeline(questions, settings, cache=ResultCache(tmp_path / "c"), progress=False)
     again.run([doc])
     assert again.windows_read == 0  # the packed reads were cached under their passages
+
+
+def test_bm25_scoring_leaves_jax_alone(tmp_path):
+    """bm25s's import runs a JAX top-k where JAX is installed, and on a GPU JAX then takes 75% of the GPU's memory
+    (seen on the device machine). A stand-in JAX package that marks its import shows whether it was touched."""
+    package = tmp_path / "site" / "jax"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import os\nopen(os.environ['JAX_MARKER'], 'a').write('imported\\n')\n")
+    (package / "lax.py").write_text("def top_k(scores, k):\n    return scores[:k], list(range(k))\n")
+    marker = tmp_path / "jax-imported"
+    path = [str(tmp_path / "site"), str(Path(mlpsych.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "JAX_MARKER": str(marker), "PYTHONPATH": os.pathsep.join(path)}
+
+    def python(code: str) -> None:
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+
+    python("import bm25s")
+    assert marker.read_text() == "imported\n"  # the stand-in is what bm25s imports
+    marker.unlink()
+    python("import sys\n"
+           "from mlpsych.retrieval.ranking import bm25_scores\n"
+           "scores = bm25_scores('random forest', ['we used a random forest', 'an unrelated text'])\n"
+           "assert scores[0] > scores[1] == 0, scores\n"
+           "assert 'jax' not in sys.modules\n"
+           "import jax\n")  # and the process can still import JAX itself afterwards
+    assert marker.read_text() == "imported\n"
