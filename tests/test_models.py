@@ -99,28 +99,40 @@ def test_int8_is_refused_by_a_torch_without_dynamic_quantization(monkeypatch):
 
 # What transformers 4.57.1's fast tokenizer, built from the tiny ALBERT's spiece.model, gives for these texts
 # (recorded in a transformers 4.57.1 venv): a word's first piece starts at the space before it, a run of spaces or a
-# tab before a word counts as one space (the last), a bare "▁" piece covers that space.
-ALBERT_457_OFFSETS = {
-    "a ( b ) c": [(0, 1), (1, 3), (3, 5), (5, 6), (6, 7), (7, 8), (8, 9)],
-    " lead space": [(0, 1), (1, 3), (3, 5), (5, 8), (8, 9), (9, 10), (10, 11)],
-    "On Intimate  partner\nviolence (IPV) is\t a test": [
-        (0, 1), (0, 2), (2, 3), (3, 6), (6, 7), (7, 10), (10, 11), (12, 17), (17, 18), (18, 20), (20, 23), (23, 25),
-        (25, 27), (27, 28), (28, 29), (29, 31), (31, 32), (32, 33), (33, 34), (34, 35), (35, 36), (36, 38), (39, 41),
-        (41, 46)],
+# tab before a word counts as one space (the last), a bare "▁" piece covers that space. With the pieces they were
+# recorded for: sentencepiece 0.2.3 trains the tiny vocabulary; another version (0.2.2 on the device machine) trains
+# other pieces, whose 4.57.1 offsets were not recorded.
+ALBERT_457 = {
+    "a ( b ) c": (["▁a", "▁(", "▁b", "▁", ")", "▁", "c"],
+                  [(0, 1), (1, 3), (3, 5), (5, 6), (6, 7), (7, 8), (8, 9)]),
+    " lead space": (["▁", "le", "ad", "▁sp", "a", "c", "e"],
+                    [(0, 1), (1, 3), (3, 5), (5, 8), (8, 9), (9, 10), (10, 11)]),
+    "On Intimate  partner\nviolence (IPV) is\t a test": (
+        ["▁", "on", "▁", "int", "i", "mat", "e", "▁part", "n", "er", "▁vi", "ol", "en", "c", "e", "▁(", "i", "p", "v",
+         ")", "▁", "is", "▁a", "▁test"],
+        [(0, 1), (0, 2), (2, 3), (3, 6), (6, 7), (7, 10), (10, 11), (12, 17), (17, 18), (18, 20), (20, 23), (23, 25),
+         (25, 27), (27, 28), (28, 29), (29, 31), (31, 32), (32, 33), (33, 34), (34, 35), (35, 36), (36, 38), (39, 41),
+         (41, 46)]),
 }
 
 
-@pytest.mark.parametrize("text", sorted(ALBERT_457_OFFSETS))
+@pytest.mark.parametrize("text", sorted(ALBERT_457))
 def test_a_sentencepiece_tokenizer_from_its_model_file_has_transformers_4_offsets(tiny_models, text):
+    from importlib.metadata import version
+
     from transformers import AutoTokenizer
 
     from mlpsych.models import load_tokenizer
 
     tokenizer = load_tokenizer(str(tiny_models["albert"]))
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    assert [tuple(o) for o in encoded["offset_mapping"]] == ALBERT_457_OFFSETS[text]
     plain = AutoTokenizer.from_pretrained(str(tiny_models["albert"]))(text, add_special_tokens=False)
     assert encoded["input_ids"] == plain["input_ids"]  # the same pieces
+    pieces, offsets = ALBERT_457[text]
+    if tokenizer.convert_ids_to_tokens(encoded["input_ids"]) != pieces:
+        pytest.skip(f"sentencepiece {version('sentencepiece')} trained the tiny ALBERT other pieces than those whose "
+                    "transformers 4.57.1 offsets were recorded (with sentencepiece 0.2.3)")
+    assert [tuple(o) for o in encoded["offset_mapping"]] == offsets
 
 
 @pytest.mark.parametrize("family", ["deberta-v2", "bert", "roberta", "electra"])
