@@ -253,7 +253,14 @@ def load_qa_model(model_id: str, device: str, dtype):
                                                               **safetensors_kwargs(model_id))
     except (OSError, ValueError) as error:
         raise ModelLoadError(explain_load_error(model_id, error)) from error
-    model.to(device)
+    try:
+        model.to(device)
+    except RuntimeError as error:
+        if not is_out_of_memory(error):
+            raise
+        raise ModelLoadError(f"model {model_id!r} does not fit in the memory left on {device} "
+                             f"({type(error).__name__}): other programs may hold it (nvidia-smi lists them); close "
+                             "them, or read with --device cpu") from None
     model.eval()
     if int8:  # the encoder only: the span head (hidden size x 2) costs nothing and sets every score, so stays fp32
         quantize_linear_layers(model.base_model)
@@ -294,6 +301,16 @@ def free_memory(released: weakref.ref | None = None) -> None:
             torch.cuda.empty_cache()
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """CUDA ran out of memory: torch's OutOfMemoryError from its allocator, or a plain "CUDA error: out of memory"
+    (an AcceleratorError) where CUDA's own context or a library's workspace did not fit, as when other processes
+    held the GPU on the device machine."""
+    import torch
+
+    return isinstance(error, torch.cuda.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "out of memory" in str(error).lower())
 
 
 def halving_on_oom(attempt: Callable[[int], T], size: int, what: str,

@@ -190,3 +190,24 @@ def test_out_of_memory_halves_the_size_until_it_fits(caplog):
     with pytest.raises(ValueError):  # other errors are not retried
         halving_on_oom(broken, 8, "x", before_retry=lambda: undone.append(-1))
     assert -1 not in undone
+
+
+def test_a_gpu_without_room_for_a_reader_is_one_clear_error(tiny_models, monkeypatch):
+    """CUDA's "out of memory" while a reader moves to the GPU (an AcceleratorError when other processes hold the
+    card, as on the device machine) is a model that cannot load here, not a bug of mlpsych; other errors pass."""
+    from mlpsych.models import load_qa_model
+
+    def to(self, *args, **kwargs):
+        raise torch.AcceleratorError("CUDA error: out of memory")
+
+    monkeypatch.setattr(torch.nn.Module, "to", to)
+    with pytest.raises(ModelLoadError, match=r"does not fit in the memory left on cuda \(AcceleratorError\): other "
+                                             r"programs may hold it \(nvidia-smi lists them\)"):
+        load_qa_model(str(tiny_models["bert"]), "cuda", torch.float32)
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.nn.Module, "to", broken)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        load_qa_model(str(tiny_models["bert"]), "cuda", torch.float32)

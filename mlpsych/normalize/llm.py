@@ -89,9 +89,7 @@ class Normalizer:
         """Load tokenizer and model once; NormalizerUnavailable (with the how-to) when that cannot work here."""
         if self._model is not None:
             return
-        import torch
-
-        from mlpsych.models import load_failure_reason
+        from mlpsych.models import is_out_of_memory, load_failure_reason
 
         device, torch_dtype = self.resolve_device_and_dtype()
         kwargs: dict[str, Any] = {"dtype": torch_dtype}
@@ -108,11 +106,11 @@ class Normalizer:
             model = AutoModelForCausalLM.from_pretrained(self.model_name, **kwargs)
         except NormalizerUnavailable:
             raise
-        except torch.cuda.OutOfMemoryError as error:
-            raise self._unavailable(f"does not fit in GPU memory ({error.__class__.__name__})") from None
         except (OSError, ValueError, ImportError) as error:
             raise self._unavailable(load_failure_reason(self.model_name, error)) from None
-        except Exception as error:  # huggingface_hub errors that are not OSErrors in this version
+        except Exception as error:  # out of GPU memory; huggingface_hub errors that are not OSErrors in this version
+            if is_out_of_memory(error):
+                raise self._unavailable(f"does not fit in GPU memory ({type(error).__name__})") from None
             if type(error).__module__.startswith("huggingface_hub"):
                 raise self._unavailable(load_failure_reason(self.model_name, error)) from None
             raise

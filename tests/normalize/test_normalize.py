@@ -165,6 +165,24 @@ def test_bad_device_is_unavailable(tiny_llama: Path) -> None:
         Normalizer(str(tiny_llama), device="tpu").warm_up()
 
 
+@pytest.mark.parametrize("error", ["OutOfMemoryError", "AcceleratorError"])
+def test_a_gpu_without_room_for_the_llm_turns_normalization_off(tiny_llama: Path, monkeypatch, error) -> None:
+    """torch's allocator error, or CUDA's own "out of memory" (an AcceleratorError, seen when other processes held
+    the device machine's GPU): the LLM is unavailable with the reason, not a bug report."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    raised = {"OutOfMemoryError": torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB"),
+              "AcceleratorError": torch.AcceleratorError("CUDA error: out of memory")}[error]
+
+    def full_gpu(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", full_gpu)
+    with pytest.raises(NormalizerUnavailable, match=f"does not fit in GPU memory \\({error}\\)"):
+        Normalizer(str(tiny_llama), device="cpu").warm_up()
+
+
 # -- the tiny Llama, for real ----------------------------------------------------------------------------
 
 
