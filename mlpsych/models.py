@@ -315,20 +315,22 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 def halving_on_oom(attempt: Callable[[int], T], size: int, what: str,
                    before_retry: Callable[[], None] | None = None) -> tuple[T, int]:
-    """``attempt(size)``; on CUDA out-of-memory, ``size`` is halved and the attempt made again, until one item does
-    not fit either (then the error is the caller's). The one policy for a GPU too small for the batch asked for:
-    the Reader's windows a forward, training's features a pass. Returns the result and the size that fitted.
+    """``attempt(size)``; on CUDA out-of-memory (either kind, :func:`is_out_of_memory`), ``size`` is halved and the
+    attempt made again, until one item does not fit either (then the error is the caller's). The one policy for a
+    GPU too small for the batch asked for: the Reader's windows a forward, training's features a pass. Returns the
+    result and the size that fitted.
 
     ``before_retry`` undoes a failed attempt's partial work (e.g. half-accumulated gradients). The cache is emptied
-    after the ``except`` block, once the error's traceback no longer holds the failed attempt's tensors.
+    after the ``except`` block, once the error's traceback no longer holds the failed attempt's tensors: what it
+    frees is also what CUDA's own allocations (a library's workspace) failed for.
     """
     import torch
 
     while True:
         try:
             return attempt(size), size
-        except torch.cuda.OutOfMemoryError:
-            if size <= 1:
+        except RuntimeError as error:
+            if size <= 1 or not is_out_of_memory(error):
                 raise
         if before_retry is not None:
             before_retry()

@@ -184,11 +184,20 @@ def test_out_of_memory_halves_the_size_until_it_fits(caplog):
         halving_on_oom(lambda size: attempt(size + 8), 2, "x")
     assert tried[-2:] == [10, 9]
 
-    def broken(size: int) -> None:
-        raise ValueError("not a memory error")
+    def workspace(size: int) -> int:  # CUDA's own allocation failing (a library's workspace): an AcceleratorError
+        tried.append(size)
+        if size > 2:
+            raise torch.AcceleratorError("CUDA error: out of memory")
+        return size
 
-    with pytest.raises(ValueError):  # other errors are not retried
-        halving_on_oom(broken, 8, "x", before_retry=lambda: undone.append(-1))
+    assert halving_on_oom(workspace, 8, "x") == (2, 2) and tried[-3:] == [8, 4, 2]
+
+    for error in (ValueError("not a memory error"), torch.AcceleratorError("CUDA error: an illegal memory access")):
+        def broken(size: int) -> None:
+            raise error
+
+        with pytest.raises(type(error)):  # other errors are not retried
+            halving_on_oom(broken, 8, "x", before_retry=lambda: undone.append(-1))
     assert -1 not in undone
 
 
