@@ -233,12 +233,15 @@ class Normalizer:
         return prompt
 
     def _generate_safely(self, texts: list[str]) -> tuple[list[str], list[str | None]]:
-        """Generate a batch; on running out of GPU memory, retry one prompt at a time, then give up per prompt."""
-        import torch
+        """Generate a batch; on running out of GPU memory (either kind, :func:`mlpsych.models.is_out_of_memory`),
+        retry one prompt at a time, then give up per prompt."""
+        from mlpsych.models import is_out_of_memory
 
         try:
             return self._generate(texts), [None] * len(texts)
-        except torch.cuda.OutOfMemoryError:
+        except RuntimeError as error:
+            if not is_out_of_memory(error):
+                raise
             _empty_cuda_cache()
             if len(texts) == 1:
                 return [""], ["out of GPU memory while generating"]

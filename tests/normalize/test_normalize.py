@@ -210,6 +210,41 @@ def test_tiny_llama_generates_and_parses(tiny_llama: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("error", ["OutOfMemoryError", "AcceleratorError"])
+def test_out_of_gpu_memory_while_generating_retries_one_prompt_at_a_time(tiny_llama: Path, error) -> None:
+    """Either kind of CUDA out-of-memory (models.is_out_of_memory): a batch is generated again prompt by prompt, a
+    prompt that does not fit alone gets an error of its own; any other error is raised."""
+    import torch
+
+    make = {"OutOfMemoryError": lambda: torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 MiB"),
+            "AcceleratorError": lambda: torch.AcceleratorError("CUDA error: out of memory")}[error]
+    prompts = ["List the techniques: random forest, SVM", "Hello", "Return [] if none."]
+    expected = Normalizer(str(tiny_llama), max_new_tokens=6, batch_size=1, dtype="fp32").run(prompts)
+    normalizer = Normalizer(str(tiny_llama), max_new_tokens=6, batch_size=3, dtype="fp32")
+    normalizer.warm_up()
+    generate, sizes = normalizer._generate, []
+
+    def tight(texts: list[str]) -> list[str]:
+        sizes.append(len(texts))
+        if len(texts) > 1 or "Hello" in texts[0]:  # a batch, and the second prompt alone, do not fit
+            raise make()
+        return generate(texts)
+
+    normalizer._generate = tight
+    results = normalizer.run(prompts)
+    assert sorted(sizes) == [1, 1, 1, 3]
+    assert [r.error for r in results] == [None, "out of GPU memory while generating", None]
+    assert [results[i].raw_output for i in (0, 2)] == [expected[i].raw_output for i in (0, 2)]
+
+    def broken(texts: list[str]) -> list[str]:
+        raise torch.AcceleratorError("CUDA error: an illegal memory access was encountered")
+
+    normalizer._generate = broken
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        normalizer.run(prompts)
+
+
+@pytest.mark.slow
 def test_tiny_llama_whole_chain(tiny_llama: Path) -> None:
     """Extractive answers -> prompt -> tiny Llama -> parse -> ground -> answers; every item classified by ground()."""
     text = " ".join(corpus(60))
