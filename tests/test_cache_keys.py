@@ -128,7 +128,7 @@ CASES: dict[str, tuple[Callable[..., tuple[ReaderSettings, QuestionSet]], Callab
     "dtype auto resolves to, named": (reader(dtype=AUTO), nothing),
     "another dtype": (reader(dtype=OTHER), everything),
     "another dtype through the environment": (other_dtype_in_environment, everything),
-    "int8": (reader(dtype="int8"), everything),
+    "int8": (reader(dtype="int8", device="cpu"), everything),  # int8 runs on the CPU only, GPU or not
     "runtime onnxruntime": (onnxruntime_fp32, everything),
     "max length": (reader(max_length=112), everything),
     "max length: the model's": (reader(max_length=None), everything),

@@ -90,17 +90,21 @@ def paragraphs_from_text(text: str, sentences_per_paragraph: int = 6) -> list[st
 
 
 def _fonts() -> tuple[str, str]:
-    """DejaVu Serif (wide Unicode coverage) when installed, else the built-in Times (Latin-1 only)."""
+    """DejaVu Serif where fonts-dejavu is installed, else the Bitstream Vera that reportlab ships: a TrueType font
+    either way, so every machine draws ligatures, soft hyphens and ToUnicode claims (the built-in Type 1 fonts are
+    Latin-1 only and narrower, and a test paper set in them had fewer pages than the tests need)."""
     from reportlab.pdfbase import pdfmetrics
     from reportlab.pdfbase.ttfonts import TTFont
 
     regular, bold = _DEJAVU / "DejaVuSerif.ttf", _DEJAVU / "DejaVuSerif-Bold.ttf"
-    if regular.is_file() and bold.is_file():
-        if "DejaVuSerif" not in pdfmetrics.getRegisteredFontNames():
-            pdfmetrics.registerFont(TTFont("DejaVuSerif", str(regular)))
-            pdfmetrics.registerFont(TTFont("DejaVuSerif-Bold", str(bold)))
-        return "DejaVuSerif", "DejaVuSerif-Bold"
-    return "Times-Roman", "Times-Bold"
+    names = ("DejaVuSerif", "DejaVuSerif-Bold")
+    if not (regular.is_file() and bold.is_file()):
+        regular, bold = Path("Vera.ttf"), Path("VeraBd.ttf")  # found on reportlab's own font path
+        names = ("Vera", "VeraBd")
+    if names[0] not in pdfmetrics.getRegisteredFontNames():
+        pdfmetrics.registerFont(TTFont(names[0], str(regular)))
+        pdfmetrics.registerFont(TTFont(names[1], str(bold)))
+    return names
 
 
 def _math_font() -> str | None:
@@ -115,9 +119,7 @@ def _math_font() -> str | None:
     return "DejaVuMath"
 
 
-def _markup(text: str, font: str, ligatures: bool) -> str:
-    if font.startswith("Times"):
-        text = text.encode("latin-1", "replace").decode("latin-1")
+def _markup(text: str, ligatures: bool) -> str:
     if ligatures:
         text = text.replace("fi", "\ufb01").replace("fl", "\ufb02")
     text = escape(text)
@@ -244,16 +246,16 @@ def render_pdf(
             PageTemplate(id="later", frames=column_frames(content_top), onPage=decorate, onPageEnd=stamp),
         ]
     )
-    story = [Paragraph(_markup(paper.title, font, False), title), NextPageTemplate("later"), FrameBreak()]
+    story = [Paragraph(_markup(paper.title, False), title), NextPageTemplate("later"), FrameBreak()]
     for k, text in enumerate(paper.paragraphs):
         if k in paper.headings:
-            story.append(Paragraph(_markup(paper.headings[k], bold, False), heading))
-        story.append(Paragraph(_markup(text, font, ligatures), body))
+            story.append(Paragraph(_markup(paper.headings[k], False), heading))
+        story.append(Paragraph(_markup(text, ligatures), body))
         if k in paper.captions:
-            story.append(Paragraph(_markup(paper.captions[k], font, False), caption))
+            story.append(Paragraph(_markup(paper.captions[k], False), caption))
     if paper.references:
         story.append(Paragraph("References", heading))
-        story.extend(Paragraph(_markup(ref, font, False), ref_style) for ref in paper.references)
+        story.extend(Paragraph(_markup(ref, False), ref_style) for ref in paper.references)
     with _utf16_to_unicode_maps({ord(char): claim for char, claim in (claims or {}).items()}):
         doc.build(story)
     boilerplate = [f"{paper.journal} 2024, Vol. 12(3)", paper.short_title, *notes[: doc.page], *paper.margin_notes]

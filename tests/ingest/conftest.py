@@ -6,10 +6,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from mlpsych.dev import synth
 from mlpsych.dev.synth import SynthPaper, render_pdf
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,10 +51,32 @@ def paper(repeat: int = 6) -> SynthPaper:
     )
 
 
-@pytest.fixture(scope="session")
-def synth_pdf(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+# The typefaces test PDFs are set in: the installed DejaVu Serif, and the Vera that reportlab ships, which is what a
+# machine without fonts-dejavu gets (the device machine's image has none: four tests failed there until the
+# fallback was a TrueType font).
+TYPEFACES = ["installed", "bundled"]
+
+
+@contextmanager
+def typeset_in(typeface: str) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        if typeface == "bundled":
+            patch.setattr(synth, "_DEJAVU", Path("/nonexistent-fonts"))
+        yield
+
+
+@pytest.fixture(params=TYPEFACES)
+def typeface(request: pytest.FixtureRequest) -> Iterator[str]:
+    """PDFs a test renders are set in each typeface in turn."""
+    with typeset_in(request.param):
+        yield request.param
+
+
+@pytest.fixture(scope="session", params=TYPEFACES)
+def synth_pdf(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     path = tmp_path_factory.mktemp("synth") / "paper.pdf"
-    info = render_pdf(paper(), path)
+    with typeset_in(request.param):
+        info = render_pdf(paper(), path)
     return path, info
 
 

@@ -98,7 +98,7 @@ def test_columns_step_restores_reading_order(tmp_path: Path) -> None:
     assert naive.text.index(right[0]) < naive.text.index(left[-1])
 
 
-def test_ligatures_in_pdf_come_back_as_letters(tmp_path: Path) -> None:
+def test_ligatures_in_pdf_come_back_as_letters(tmp_path: Path, typeface: str) -> None:
     from mlpsych.dev.synth import SynthPaper, render_pdf
 
     path = tmp_path / "lig.pdf"
@@ -115,7 +115,7 @@ def test_left_marker_constant_is_in_text(synth_pdf) -> None:
     assert LEFT_MARK.replace("paragraph", "paragraph 0") in document.text
 
 
-def test_preprint_hyphens_stored_as_three_characters_read_as_one(tmp_path: Path) -> None:
+def test_preprint_hyphens_stored_as_three_characters_read_as_one(tmp_path: Path, typeface: str) -> None:
     # The hyphen glyph of the PDF reads back as "-" + U+00AD + U+2010 (typed hyphens and line-end hyphenation alike):
     # the cleaned text must equal that of the same paper with plain hyphens.
     from mlpsych.dev.synth import SOFT_HYPHEN_CLAIM, render_pdf, soft_hyphen_paper

@@ -13,7 +13,7 @@ from mlpsych.ingest.base import Line, lines_from_text
 from mlpsych.ingest.clean import CleaningOptions, clean_pages
 from mlpsych.ingest.margins import find_notices, remove_margins
 
-from .conftest import paper
+from .conftest import TYPEFACES, paper, typeset_in
 
 APA_COPYRIGHT = ("This document is copyrighted by the American Psychological Association or one of its allied "
                  "publishers.")
@@ -138,11 +138,12 @@ def stamped_paper() -> SynthPaper:
     return dataclasses.replace(paper(), margin_notes=[APA_COPYRIGHT, APA_PERSONAL, ROYAL], foot_stamp=PREPRINT)
 
 
-@pytest.fixture(scope="module")
-def stamped_pdfs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+@pytest.fixture(scope="module", params=TYPEFACES)
+def stamped_pdfs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("stamps")
-    render_pdf(stamped_paper(), folder / "stamped.pdf")
-    render_pdf(paper(), folder / "plain.pdf")
+    with typeset_in(request.param):
+        render_pdf(stamped_paper(), folder / "stamped.pdf")
+        render_pdf(paper(), folder / "plain.pdf")
     return folder / "stamped.pdf", folder / "plain.pdf"
 
 
