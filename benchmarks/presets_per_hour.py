@@ -22,7 +22,8 @@ A run loads each model once per stage, whatever the number of papers, so a few p
 large study. ``--papers 6,30`` times each preset on the first 6 and, from another empty cache, the first 30
 papers, and prints the cost of the 24 more: the papers per hour of a long run, loading excluded. ``--profile DIR``
 writes there a cProfile of one more run of each preset on the fewest papers (the functions with the most time;
-untimed, as profiling slows Python).
+untimed, as profiling slows Python). ``--answers FILE`` writes the answers of each preset's run on the most papers
+(JSON lines, in the run's order), so two checkouts' runs on one machine can be compared answer for answer.
 """
 
 from __future__ import annotations
@@ -141,6 +142,15 @@ def timed_run(questions, settings, warm, papers, profile: Path | None):
     return pipeline, result, seconds
 
 
+def write_answers(path: Path, preset: str, result) -> None:
+    """Append a run's answers: where each came from and what it says, scores rounded past bf16's noise floor."""
+    with path.open("a", encoding="utf-8") as out:
+        for a in result.answers:
+            out.write(json.dumps({"preset": preset, "doc": a.doc_id, "question": a.question_id, "stage": str(a.stage),
+                                  "entity": a.bridge_entity, "models": a.models, "start": a.start, "end": a.end,
+                                  "text": a.text, "score": round(a.score, 6), "final": a.final}) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="the MLPsych folder (text.json, answers_dev.json)")
@@ -160,6 +170,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--profile", type=Path, default=None, help="a folder for cProfile's text of one more run of "
                                                                    "each preset")
+    parser.add_argument("--answers", type=Path, default=None, help="write the answers of each preset's run on the "
+                                                                   "most papers here (JSON lines)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -194,6 +206,8 @@ def main() -> None:
     figures = {"device": args.device, "dtype": args.dtype, "matmul_tflops": peaks, "presets": {}}
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
+    if args.answers:
+        args.answers.write_text("", encoding="utf-8")
     for preset, (questions, settings) in runs.items():
         dtype, peak = dtypes[preset], peaks[dtypes[preset]]
         rows = figures["presets"][preset] = {}
@@ -213,6 +227,8 @@ def main() -> None:
                   f"{follow_ups} | {tflops:.1f} | {row['tflops_per_s']:.2f} | {row['share']:.1%} |", flush=True)
             if result.errors:
                 log.warning("%s: errors %s", preset, row["errors"])
+        if args.answers:
+            write_answers(args.answers, preset, result)
     for preset, rows in figures["presets"].items():
         for low, high in zip(counts, counts[1:]):
             extra = rows[high]["seconds"] - rows[low]["seconds"]

@@ -51,7 +51,7 @@ def test_each_preset_is_measured_against_a_matrix_product_in_the_dtype_it_reads(
     monkeypatch.setattr("sys.argv", ["presets_per_hour.py", "--data", str(tmp_path), "--papers", "1", "--presets",
                                      "fast,reference", "--size", "tiny", "--work", str(tmp_path / "models"),
                                      "--sub-questions", "1", "--matmul-size", "256",
-                                     "--json", str(tmp_path / "figures.json")])
+                                     "--json", str(tmp_path / "figures.json"), "--answers", str(tmp_path / "a.jsonl")])
     presets_per_hour.main()
     printed = capsys.readouterr().out
     fast, reference = dtype_name("auto", "cpu"), "float32"
@@ -64,3 +64,8 @@ def test_each_preset_is_measured_against_a_matrix_product_in_the_dtype_it_reads(
         row = figures["presets"][preset]["1"]
         assert row["dtype"] == dtype
         assert row["share"] == pytest.approx(row["tflops_per_s"] / figures["matmul_tflops"][dtype])
+    # the answers, to compare two checkouts' runs: each preset's, with where they lie in the paper
+    answers = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert {a["preset"] for a in answers} == {"fast", "reference"}
+    located = [a for a in answers if a["start"] is not None]
+    assert located and all(papers[a["doc"]][a["start"]:a["end"]] == a["text"] for a in located)

@@ -9,7 +9,7 @@ import pytest
 
 from mlpsych.documents import Document
 from mlpsych.reading.decode import decode_window_exhaustive, decode_window_pipeline
-from mlpsych.reading.reader import Query, Reader, context_layout
+from mlpsych.reading.reader import Query, Reader, _word_tokens, context_layout
 from mlpsych.settings import PRESETS, ReaderSettings
 
 TEXT = " ".join(
@@ -65,12 +65,18 @@ def test_spans_are_snapped_to_the_tokenizers_words(tiny_models, family):
     assert [(s.start, s.end) for s in spans] != [(s.start, s.end) for s in unsnapped]
 
 
+def test_each_token_knows_its_words_first_and_last_token():
+    # a token outside any word (None) is alone; a word's tokens need not be next to each other
+    assert _word_tokens([None, 0, 0, 1, None, 1, 2]) == [(0, 0), (1, 2), (1, 2), (3, 5), (4, 4), (3, 5), (6, 6)]
+    assert _word_tokens([]) == [] and _word_tokens([None, None]) == [(0, 0), (1, 1)]
+
+
 def test_a_word_cut_by_the_window_is_snapped_to_its_part_inside():
     # "SentiWordNet" as three tokens of one word; the window starts at "Word"
     offsets = [(0, 2), (3, 8), (8, 12), (12, 15), (16, 20)]
     word_tokens = [(0, 0), (1, 3), (1, 3), (1, 3), (4, 4)]
     mask, spans, _ = context_layout(1, [(2, 5)], offsets, 5, word_tokens)
-    assert spans == [(0, 0), (8, 15), (8, 15), (16, 20), (0, 0)]
+    assert list(spans) == [(0, 0), (8, 15), (8, 15), (16, 20), (0, 0)]
     assert context_layout(1, [(0, 5)], offsets, 7, word_tokens)[1][1:6] == [
         (0, 2), (3, 15), (3, 15), (3, 15), (16, 20)]
 
