@@ -388,6 +388,7 @@ def test_on_a_gpu_too_small_for_the_passes_a_step_is_retried_in_smaller_ones(squ
         model.zero_grad(set_to_none=True)
         return tr._backward(model, feats, rows, tokenizer.pad_token_id, "cuda", micro)
 
+    step(16)  # first, so what a process allocates once (cuBLAS's workspace) is held before the measure
     fits = peak_bytes(lambda: step(16))
     assert peak_bytes(lambda: step(1024)) > 8 * fits
     model.zero_grad(set_to_none=True)

@@ -100,8 +100,9 @@ def test_on_a_gpu_too_small_for_the_batch_the_reader_halves_it_and_reads_the_sam
     settings = READER.model_copy(update=dict(max_length=512, stride=128, batch_size=4, device="cuda", dtype="fp32"))
     small = Reader(str(tiny_models["bert"]), settings)
     small.warm_up()
+    expected = small.run(doc, queries)  # first, so what a process allocates once (cuBLAS's workspace) is held
     fits = peak_bytes(lambda: small.run(doc, queries))  # what batches of 4 windows need
-    expected, windows = small.run(doc, queries), small.windows_read // 2
+    windows = small.windows_read // 2
     big = Reader(str(tiny_models["bert"]), settings.model_copy(update=dict(batch_size=128)))
     big.warm_up()
     assert windows >= 2 * 128 and peak_bytes(lambda: big.run(doc, queries)) > 8 * fits
