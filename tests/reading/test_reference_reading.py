@@ -81,6 +81,19 @@ def test_a_word_cut_by_the_window_is_snapped_to_its_part_inside():
         (0, 2), (3, 15), (3, 15), (3, 15), (16, 20)]
 
 
+def test_a_packed_window_maps_each_passage_to_its_own_tokens():
+    # two passages, tokens 0-1 and 3-4, after one question token; the word of tokens 1-3 is cut by both bounds
+    offsets = [(0, 2), (3, 8), (8, 12), (12, 15), (16, 20)]
+    word_tokens = [(0, 0), (1, 3), (1, 3), (1, 3), (4, 4)]
+    mask, spans, pieces = context_layout(1, [(0, 2), (3, 5)], offsets, 7, word_tokens)
+    assert list(spans) == [(0, 0), (0, 2), (3, 8), (12, 15), (16, 20), (0, 0), (0, 0)]
+    assert mask.tolist() == [False, True, True, True, True, False, False]
+    assert pieces.tolist() == [-1, 0, 0, 1, 1, -1, -1]
+    assert spans[-3] == spans[4] and spans[2:4] == [(3, 8), (12, 15)]
+    with pytest.raises(IndexError):
+        spans[7]
+
+
 def test_duplicates_from_overlapping_windows_are_kept_and_the_length_bound_is_the_settings(tiny_models):
     doc = Document(id="d", text=TEXT)
     kept = reference_reader(tiny_models["bert"], same_text="kept").run(doc, [Query("q1", QUESTION, 200, 15)])[0]
