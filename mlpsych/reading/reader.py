@@ -99,13 +99,12 @@ def _learn_pair_template(tokenizer) -> _PairTemplate:
 def _word_tokens(word_ids: Sequence[int | None]) -> list[tuple[int, int]]:
     """Each token's word as the indices of the word's first and last token; a token outside any word is alone."""
     words = np.array([-1 if w is None else w for w in word_ids], dtype=np.int64)
-    first = last = np.arange(len(words))
+    first, last = np.arange(len(words)), np.arange(len(words))
     inside = np.flatnonzero(words >= 0)
     if inside.size:
         known, first_at = np.unique(words[inside], return_index=True)
         last_at = inside.size - 1 - np.unique(words[inside][::-1], return_index=True)[1]
         which = np.searchsorted(known, words[inside])
-        first, last = first.copy(), last.copy()
         first[inside], last[inside] = inside[first_at[which]], inside[last_at[which]]
     return list(zip(first.tolist(), last.tolist()))
 
