@@ -15,8 +15,9 @@ encoder (weights int8, activations quantized at run time: what ``dtype: int8`` d
 ``--windows`` 512-token windows is read by torch in fp32, bf16 and int8 (``mlpsych.models.quantize_linear_layers``)
 and by ONNX Runtime in fp32 and int8, in turn ``--repeat`` times; the median seconds per window are printed, with
 each configuration's largest start-logit difference from torch fp32 (fp32 in ONNX Runtime should agree to rounding;
-int8 is an approximation whose answers are judged as `dtype_answers.py` judges torch's). Prints measurements, not
-pass/fail.
+int8 is an approximation whose answers are judged as `dtype_answers.py` judges torch's). ``--configs`` may also
+name "torch compiled": torch fp32 through ``torch.compile`` (inductor; needs a C++ compiler), whose first call,
+the compilation, is printed apart. Prints measurements, not pass/fail.
 """
 
 from __future__ import annotations
@@ -43,11 +44,12 @@ READERS = ("deberta-v2:base", "electra:base", "bert:minilm-l12")  # the fast pre
 
 
 CONFIGS = ("torch fp32", "torch bf16", "torch int8", "ort fp32", "ort int8")
+OPTIONAL = ("torch compiled",)  # timed only when named: compiling takes tens of seconds a reader and a compiler
 
 
 def selected(names: tuple[str, ...]) -> list[str]:
     """The configurations timed for ``names``, in table order: torch fp32 always, the reference of the differences."""
-    return [name for name in CONFIGS if name == "torch fp32" or name in names]
+    return [name for name in CONFIGS + OPTIONAL if name == "torch fp32" or name in names]
 
 
 def configurations(path: str, ids: torch.Tensor, work: Path,
@@ -73,6 +75,7 @@ def configurations(path: str, ids: torch.Tensor, work: Path,
         "torch fp32": lambda: AutoQA.from_pretrained(path).eval(),
         "torch bf16": lambda: AutoQA.from_pretrained(path, dtype=torch.bfloat16).eval(),
         "torch int8": torch_int8,
+        "torch compiled": lambda: torch.compile(AutoQA.from_pretrained(path).eval()),
         # exported as mlpsych's readers export
         "ort fp32": lambda: load_onnx_qa_model(path, "float32", with_types=False, cache_dir=work),
         "ort int8": lambda: load_onnx_qa_model(path, "qint8", with_types=False, cache_dir=work),
@@ -81,16 +84,22 @@ def configurations(path: str, ids: torch.Tensor, work: Path,
 
 
 def measure(runs: dict[str, Callable[[], np.ndarray]], repeat: int) -> dict[str, dict[str, float]]:
-    """Per configuration: the median seconds of a call (interleaved) and its largest difference from torch fp32."""
+    """Per configuration: the median seconds of a call (interleaved), the seconds of its first call (warm-up, and
+    compilation where there is one) and its largest difference from torch fp32."""
     reference = runs["torch fp32"]()
-    differences = {name: float(np.abs(run() - reference).max()) for name, run in runs.items()}  # also warms up
+    differences, first = {}, {}
+    for name, run in runs.items():
+        started = time.perf_counter()
+        differences[name] = float(np.abs(run() - reference).max())
+        first[name] = time.perf_counter() - started
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeat):
         for name, run in runs.items():
             started = time.perf_counter()
             run()
             seconds[name].append(time.perf_counter() - started)
-    return {name: {"seconds": statistics.median(seconds[name]), "difference": differences[name]} for name in runs}
+    return {name: {"seconds": statistics.median(seconds[name]), "first": first[name], "difference": differences[name]}
+            for name in runs}
 
 
 def main() -> None:
@@ -99,11 +108,12 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=4, help="windows of 512 tokens in the batch")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--configs", type=lambda v: tuple(x.strip() for x in v.split(",")), default=CONFIGS,
-                        help=f"comma-separated, of: {', '.join(CONFIGS)} (torch fp32 always; default: all)")
+                        help=f"comma-separated, of: {', '.join(CONFIGS + OPTIONAL)} (torch fp32 always; default: "
+                             f"{', '.join(CONFIGS)})")
     args = parser.parse_args()
-    unknown = set(args.configs) - set(CONFIGS)
+    unknown = set(args.configs) - set(CONFIGS + OPTIONAL)
     if unknown:
-        parser.error(f"--configs: unknown {', '.join(sorted(unknown))} (choose from: {', '.join(CONFIGS)})")
+        parser.error(f"--configs: unknown {', '.join(sorted(unknown))} (choose from: {', '.join(CONFIGS + OPTIONAL)})")
     shown = selected(args.configs)
     try:
         onnxruntime = import_onnxruntime()
@@ -114,6 +124,7 @@ def main() -> None:
     print(f"\n| reader | {' | '.join(shown)} | largest start-logit difference from torch fp32 "
           f"({' / '.join(shown[1:])}) |")
     print("|---|" + "---:|" * len(shown) + "---|")
+    compiled: list[str] = []
     for reader in args.readers:
         family, size = reader.split(":")
         with tempfile.TemporaryDirectory() as work:
@@ -122,7 +133,11 @@ def main() -> None:
                            args.repeat)
         per_window = [f"{rows[n]['seconds'] / args.windows:.3f} s" for n in rows]
         differences = " / ".join(f"{rows[n]['difference']:.1e}" for n in list(rows)[1:])
-        print(f"| {reader} | " + " | ".join(per_window) + f" | {differences} |")
+        print(f"| {reader} | " + " | ".join(per_window) + f" | {differences} |", flush=True)
+        if "torch compiled" in rows:
+            compiled.append(f"{reader} {rows['torch compiled']['first']:.1f} s")
+    if compiled:
+        print(f"\nThe compiled readers' first call (compiling): {', '.join(compiled)}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ configuration is timed and compared."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,15 @@ def test_only_the_configurations_asked_for_are_loaded(tmp_path: Path) -> None:
     runs = onnx_runtime.configurations(path, ids, tmp_path, ("ort fp32",))
     assert list(runs) == ["torch fp32", "ort fp32"]
     assert onnx_runtime.measure(runs, repeat=1)["ort fp32"]["difference"] < 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="torch.compile's CPU code needs a C++ compiler")
+def test_a_compiled_reader_is_timed_only_when_asked_and_reads_as_eager(tmp_path: Path) -> None:
+    ids = torch.randint(5, 100, (1, 32))
+    path = onnx_runtime.tiny_model("electra", "tiny", tmp_path)
+    assert "torch compiled" not in onnx_runtime.configurations(path, ids, tmp_path)
+    rows = onnx_runtime.measure(onnx_runtime.configurations(path, ids, tmp_path, ("torch compiled",)), repeat=1)
+    assert list(rows) == ["torch fp32", "torch compiled"]
+    assert rows["torch compiled"]["difference"] < 1e-4  # the same arithmetic, fused
+    assert rows["torch compiled"]["first"] > rows["torch compiled"]["seconds"]  # the first call compiles
