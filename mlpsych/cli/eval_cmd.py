@@ -21,10 +21,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--gold", type=Path, required=True, help="gold answers, e.g. answers_dev.json")
     p.add_argument("--pred", type=Path, required=True, help="the .jsonl or .xlsx written by `mlpsych run`")
     p.add_argument("--texts", type=Path, default=None,
-                   help="text.json of the corpus: every paper of it with gold is scored (no prediction scores 0) "
-                        "and must be in the run's output, unless the .xlsx papers sheet says it failed (then it "
-                        "scores 0); also resolves paper ids (file stems work too). Without it, the gold papers the "
-                        "output mentions are scored")
+                   help="the corpus, as the run read it: text.json, texts.jsonl from `mlpsych ingest`, or the "
+                        "papers' folder (its ids are the run's). Every paper of it with gold is scored (no "
+                        "prediction scores 0) and must be in the run's output, unless the .xlsx papers sheet says it "
+                        "failed (then it scores 0); also resolves paper ids (file stems work too). Without it, the "
+                        "gold papers the output mentions are scored")
     p.add_argument("--questions", default=None, help="questions to score, e.g. q1,q2 (default: all in the gold)")
     p.add_argument("--stage", choices=STAGES, default=DEFAULT_STAGE,
                    help=f"answers scored; best: a row's normalized answers for a paper where it has some, else its "
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--threshold must lie between 0 and 1")
     try:
         gold = ev.load_gold(args.gold)
-        texts = ev.load_texts(args.texts) if args.texts else None
+        texts = _corpus(args.texts) if args.texts else None
         rows = ev.load_predictions(args.pred)
         papers = ev.load_run_papers(args.pred)
         questions = _split(args.questions) or None
@@ -87,6 +88,14 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         _write(args.out, markdown, ev.to_csv(table, COLUMNS))
     return 0
+
+
+def _corpus(path: Path) -> dict[str, str]:
+    """The corpus's papers by id, read as `mlpsych run` reads its input, so a folder's ids are the run's (file stems
+    made unique the same way); a paper that cannot be read still belongs to the corpus."""
+    from mlpsych.ingest import load_documents
+
+    return {document.id: document.text for document in load_documents(path)}
 
 
 def _similarity(args: argparse.Namespace, gold, rows):

@@ -221,6 +221,30 @@ def test_cli_writes_csv_and_markdown(tmp_path, capsys):
     assert (out / "eval.md").read_text().startswith("### q1")
 
 
+def test_cli_texts_take_what_the_run_read(tmp_path):
+    # The corpus may be given as the run's input: a folder of papers (ids are file stems) or ingest's texts.jsonl.
+    from mlpsych.ingest import load_documents, write_jsonl
+
+    texts, gold, pred = _write_dataset(tmp_path)
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    for paper, text in RAN.items():
+        (folder / f"{paper}.txt").write_text(text, encoding="utf-8")
+    jsonl = tmp_path / "texts.jsonl"
+    write_jsonl(load_documents(folder, progress=False), jsonl)
+    tables = {}
+    for name, corpus in (("text.json", texts), ("folder", folder), ("jsonl", jsonl)):
+        out = tmp_path / f"{name}.csv"
+        assert _run_cli(["eval", "--texts", str(corpus), "--gold", str(gold), "--pred", str(pred), "--no-similar",
+                         "--out", str(out)]) == 0
+        tables[name] = out.read_text()
+    assert tables["folder"] == tables["jsonl"] == tables["text.json"]
+    # every paper of the corpus is scored: a paper of the folder that the run never read fails the check
+    (folder / "p4.txt").write_text(TEXTS["p4"], encoding="utf-8")
+    with pytest.raises(UserError, match="p4"):
+        _run_cli(["eval", "--texts", str(folder), "--gold", str(gold), "--pred", str(pred), "--no-similar"])
+
+
 def _export(tmp_path: Path, suffix: str, corpus: dict[str, str] = RAN,
             errors: dict[str, list[str]] | None = None) -> Path:
     """Write ROWS through the project's own exporter (the contract `mlpsych eval` reads): a run of ``corpus``
