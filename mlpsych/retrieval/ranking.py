@@ -73,9 +73,14 @@ def _bm25s():
     return bm25s
 
 
+@functools.cache
+def _stopwords() -> frozenset[str]:
+    return frozenset(_bm25s().stopwords.STOPWORDS_EN)
+
+
 def tokenize(text: str, *, drop: frozenset[str] | set[str] = frozenset()) -> list[str]:
     """Lowercased, stemmed word tokens without English stopwords (and without ``drop``)."""
-    stop = set(_bm25s().stopwords.STOPWORDS_EN) | set(drop)
+    stop = _stopwords() | drop if drop else _stopwords()
     return [_stem(w) for w in (m.group().lower() for m in _TOKEN.finditer(text)) if w not in stop and len(w) > 1]
 
 
