@@ -23,6 +23,23 @@ PY
 "$work/venv/bin/mlpsych" run papers --questions "$work/tiny/questions.yaml" --out out.xlsx --no-progress \
     --max-length 128 --stride 32 --max-sub-questions 2 --no-normalize
 test -s out.xlsx
+# PDFs as installed (the pdfium backend from the wheel's dependencies): the examples' typeset PDFs, and the real
+# published PDFs beside the checkout where this machine has them; each must be read, with its pages.
+pdfs=("$repo/examples/pdf")
+real="${MLPSYCH_REALPDFS:-$repo/../shared/realpdfs}"
+[ -d "$real" ] && pdfs+=("$real")
+for folder in "${pdfs[@]}"; do
+  "$work/venv/bin/mlpsych" ingest "$folder" --pdf-backend pdfium --quiet --out "$work/pdf.jsonl"
+  "$work/venv/bin/python" - "$folder" "$work/pdf.jsonl" <<'PY'
+import json, pathlib, sys
+folder, out = pathlib.Path(sys.argv[1]), sys.argv[2]
+docs = [json.loads(line) for line in open(out, encoding="utf-8")]
+assert len(docs) == len(list(folder.glob("*.pdf"))), (len(docs), folder)
+bad = [(d["id"], d["status"]) for d in docs if d["status"] != "ok" or len(d["pages"]) < 2 or len(d["text"]) < 2000]
+assert not bad, bad
+print(f"wheel: {len(docs)} PDFs of {folder.name} read, {sum(len(d['pages']) for d in docs)} pages")
+PY
+done
 # The fast preset's cascade as installed: the tiny BERT as the small reader, the template's tiny readers after it.
 "$work/venv/bin/mlpsych" run papers --questions "$work/tiny/questions.yaml" --preset fast \
     --small-reader "$work/tiny/bert" --out fast.xlsx --no-progress --max-sub-questions 2 --no-normalize
