@@ -52,16 +52,20 @@ class _WindowScores:
                    np.flatnonzero(context_mask))
 
 
-def _candidate(s: int, e: int, score: float, null_score: float, offsets: Sequence[tuple[int, int]],
-               max_answer_tokens: int, window: int, pieces: np.ndarray | None, rank: int) -> WindowCandidate | None:
-    """The span of tokens ``s..e`` as a candidate, or None where it may not be one: it joins two passages of a
-    packed window, covers no text, or is longer in characters than its tokens allow."""
-    if pieces is not None and pieces[s] != pieces[e]:
-        return None
-    char_start, char_end = offsets[s][0], offsets[e][1]
-    if char_end <= char_start or char_end - char_start > max_answer_tokens * MAX_CHARS_PER_TOKEN:
-        return None
-    return WindowCandidate(char_start, char_end, score, null_score, window, rank)
+def _candidates(starts: np.ndarray, ends: np.ndarray, scores: np.ndarray, null_score: float,
+                offsets: np.ndarray | Sequence[tuple[int, int]], max_answer_tokens: int, window: int,
+                pieces: np.ndarray | None) -> list[WindowCandidate]:
+    """The spans of tokens ``starts[i]..ends[i]`` (best first) as candidates, ranked in that order, less those that
+    may not be one: a span that joins two passages of a packed window, covers no text, or is longer in characters
+    than its tokens allow. Done on arrays: a window has dozens of spans, and this runs for every window read."""
+    table = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    char_start, char_end = table[starts, 0], table[ends, 1]
+    keep = (char_end > char_start) & (char_end - char_start <= max_answer_tokens * MAX_CHARS_PER_TOKEN)
+    if pieces is not None:
+        keep &= pieces[starts] == pieces[ends]
+    kept = zip(char_start[keep].tolist(), char_end[keep].tolist(), np.asarray(scores)[keep].tolist())
+    return [WindowCandidate(a, b, score, null_score, window, rank) for rank, (a, b, score) in enumerate(kept)]
 
 
 def decode_window(
@@ -88,16 +92,11 @@ def decode_window(
     k = min(n_best, ctx.size)
     top_starts = ctx[np.argsort(-scores.log_start[ctx], kind="stable")[:k]]
     top_ends = ctx[np.argsort(-scores.log_end[ctx], kind="stable")[:k]]
-    candidates = []
-    for s in top_starts:
-        for e in top_ends:
-            if e < s or e - s + 1 > max_answer_tokens:
-                continue
-            score = float(math.exp(scores.log_start[s] + scores.log_end[e]))
-            found = _candidate(s, e, score, scores.null_score, offsets, max_answer_tokens, window, pieces, len(candidates))
-            if found is not None:
-                candidates.append(found)
-    return candidates, scores.null_score
+    pairs = [(s, e) for s in top_starts for e in top_ends if s <= e and e - s + 1 <= max_answer_tokens]
+    spans = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    probabilities = [math.exp(scores.log_start[s] + scores.log_end[e]) for s, e in pairs]
+    return _candidates(spans[:, 0], spans[:, 1], np.array(probabilities, dtype=np.float64), scores.null_score,
+                       offsets, max_answer_tokens, window, pieces), scores.null_score
 
 
 def decode_window_exhaustive(
@@ -130,14 +129,12 @@ def decode_window_exhaustive(
     k = min(top_k, flat.size)
     best = np.argpartition(-flat, k - 1)[:k] if k < flat.size else np.arange(flat.size)
     best = best[np.argsort(-flat[best], kind="stable")]
-    candidates = []
-    for s, d in zip(*np.unravel_index(best, band.shape)):
-        score = float(band[s, d])
-        found = _candidate(ctx[s], ctx[s + d], score, scores.null_score, offsets, max_answer_tokens, window, pieces,
-                           len(candidates)) if score > 0.0 else None
-        if found is not None:
-            candidates.append(found)
-    return candidates, scores.null_score
+    s, d = np.unravel_index(best, band.shape)
+    probabilities = band[s, d]
+    positive = probabilities > 0.0  # a zero is a place past the context's end
+    s, d = s[positive], d[positive]
+    return _candidates(ctx[s], ctx[s + d], probabilities[positive], scores.null_score, offsets, max_answer_tokens,
+                       window, pieces), scores.null_score
 
 
 def _pipeline_probabilities(logits: np.ndarray, allowed: np.ndarray) -> np.ndarray:
@@ -185,14 +182,12 @@ def decode_window_pipeline(
     else:
         best = np.argpartition(-flat, top_k)[:top_k]
         best = best[np.argsort(-flat[best])]
-    candidates = []
-    for s, e in zip(*np.unravel_index(best, square.shape)):
-        score = float(square[s, e])
-        found = _candidate(s, e, score, null_score, offsets, max_answer_tokens, window, pieces, len(candidates)) \
-            if score > 0.0 and context_mask[s] and context_mask[e] else None
-        if found is not None:
-            candidates.append(found)
-    return candidates, null_score
+    s, e = np.unravel_index(best, square.shape)
+    probabilities = square[s, e]
+    context = np.asarray(context_mask, dtype=bool)
+    keep = (probabilities > 0.0) & context[s] & context[e]
+    return _candidates(s[keep], e[keep], probabilities[keep], null_score, offsets, max_answer_tokens, window,
+                       pieces), null_score
 
 
 def rank_candidates(

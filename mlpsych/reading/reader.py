@@ -145,57 +145,36 @@ class _Inputs:
     context_offset: int
 
 
-@dataclass(frozen=True)
-class WindowOffsets(Sequence[tuple[int, int]]):
-    """Each position of one model input as char offsets in the paper ((0, 0) outside the context), looked up when
-    asked: a decoder asks for the few positions of its best spans, and building every position's pair for every
-    window was a tenth of a GPU run's time.
-
-    With ``word_tokens`` a position's offsets are its whole word's (a span then starts and ends on word bounds, as
-    the transformers pipeline's ``align_to_words``), limited to the word's tokens inside the window, as the pipeline
-    sees a word a window boundary cuts."""
-
-    context_offset: int
-    context: Sequence[tuple[int, int]]  # token ranges of the paper, in input order from ``context_offset``
-    paper_offsets: Sequence[tuple[int, int]]
-    length: int
-    word_tokens: Sequence[tuple[int, int]] | None = None
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, position):  # noqa: ANN001, ANN204 - an int or a slice, as a list takes
-        if isinstance(position, slice):
-            return [self[i] for i in range(*position.indices(self.length))]
-        if not -self.length <= position < self.length:
-            raise IndexError(position)
-        rest = position % self.length - self.context_offset
-        for a, b in self.context:
-            if 0 <= rest < b - a:
-                token = a + rest
-                if self.word_tokens is None:
-                    return self.paper_offsets[token]
-                first, last = self.word_tokens[token]
-                return self.paper_offsets[max(first, a)][0], self.paper_offsets[min(last, b - 1)][1]
-            rest -= b - a
-        return 0, 0
-
-
-def context_layout(context_offset: int, context: Sequence[tuple[int, int]], paper_offsets: Sequence[tuple[int, int]],
-                   length: int, word_tokens: Sequence[tuple[int, int]] | None = None
-                   ) -> tuple[np.ndarray, WindowOffsets, np.ndarray | None]:
+def context_layout(context_offset: int, context: Sequence[tuple[int, int]],
+                   paper_offsets: np.ndarray | Sequence[tuple[int, int]], length: int,
+                   word_tokens: np.ndarray | Sequence[tuple[int, int]] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """For one model input of ``length`` tokens: which positions are the paper's (mask), each position's char
-    offsets in the paper (``WindowOffsets``), and, for a window packed from several passages, each position's
-    passage (-1 elsewhere; None for one passage), so a span never joins two passages."""
+    offsets in the paper (a ``(length, 2)`` array; ``(0, 0)`` outside the context), and, for a window packed from
+    several passages, each position's passage (-1 elsewhere; None for one passage), so a span never joins two
+    passages. Built with array lookups: this runs for every window read.
+
+    With ``word_tokens`` (each token's word as its first and last token) a position's offsets are its whole word's
+    (a span then starts and ends on word bounds, as the transformers pipeline's ``align_to_words``), limited to the
+    word's tokens inside the passage, as the pipeline sees a word that a window boundary cuts."""
+    paper_offsets = np.asarray(paper_offsets, dtype=np.int64).reshape(-1, 2)
+    words = None if word_tokens is None else np.asarray(word_tokens, dtype=np.int64).reshape(-1, 2)
     mask = np.zeros(length, dtype=bool)
+    offsets = np.zeros((length, 2), dtype=np.int64)
     pieces = np.full(length, -1) if len(context) > 1 else None
     position = context_offset
     for piece, (a, b) in enumerate(context):
+        here = slice(position, position + b - a)
         if pieces is not None:
-            pieces[position : position + b - a] = piece
+            pieces[here] = piece
+        if words is None:
+            offsets[here] = paper_offsets[a:b]
+        else:
+            offsets[here, 0] = paper_offsets[np.maximum(words[a:b, 0], a), 0]
+            offsets[here, 1] = paper_offsets[np.minimum(words[a:b, 1], b - 1), 1]
         position += b - a
     mask[context_offset:position] = True
-    return mask, WindowOffsets(context_offset, context, paper_offsets, length, word_tokens), pieces
+    return mask, offsets, pieces
 
 
 class Reader:
@@ -405,8 +384,8 @@ class Reader:
                 query = papers[feature.paper][1][feature.query]
                 length = len(inputs.ids)
                 paper = encoded[feature.paper]
-                mask, offsets, pieces = context_layout(inputs.context_offset, feature.context, paper.offsets, length,
-                                                       paper.word_tokens)
+                mask, offsets, pieces = context_layout(inputs.context_offset, feature.context, paper.offset_table,
+                                                       length, paper.word_table)
                 found, null = self._decode(starts[row, :length], ends[row, :length], mask, offsets, query,
                                            feature.window.index, pieces)
                 candidates[feature.job].extend(found)
@@ -435,7 +414,7 @@ class Reader:
             return summed_by_text(found, doc.text)
         return rank_candidates(found, [], top_k=top_k, allow_empty=False, dedupe=self.settings.dedupe)
 
-    def _decode(self, starts: np.ndarray, ends: np.ndarray, mask: np.ndarray, offsets: Sequence[tuple[int, int]],
+    def _decode(self, starts: np.ndarray, ends: np.ndarray, mask: np.ndarray, offsets: np.ndarray,
                 query: Query, window: int, pieces: np.ndarray | None) -> tuple[list[WindowCandidate], float]:
         """One window's spans by the settings' search: n-best starts x ends, or every pair as the pipeline (in its
         float32 arithmetic and selection where the search is ``pipeline``)."""

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterator, Sequence
 
+import numpy as np
+
 
 @dataclass
 class Window:
@@ -48,6 +50,16 @@ class EncodedDocument:
     def starts(self) -> list[int]:
         """Each token's first char: where a passage's tokens are looked up (many times while packing)."""
         return [a for a, _ in self.offsets]
+
+    @cached_property
+    def offset_table(self) -> np.ndarray:
+        """``offsets`` as an ``(n, 2)`` array, for the lookups of every window read."""
+        return np.asarray(self.offsets, dtype=np.int64).reshape(-1, 2)
+
+    @cached_property
+    def word_table(self) -> np.ndarray | None:
+        """``word_tokens`` as an ``(n, 2)`` array (None where they are not kept)."""
+        return None if self.word_tokens is None else np.asarray(self.word_tokens, dtype=np.int64).reshape(-1, 2)
 
 
 def _step(size: int, stride: int) -> int:
