@@ -38,6 +38,15 @@ class EncodedDocument:
     # For spans snapped to words: each token's word as the indices of its first and last token (None: not kept).
     word_tokens: list[tuple[int, int]] | None = None
     _layouts: dict[tuple[int, int], list[Window]] = field(default_factory=dict, repr=False)
+    # ``offsets`` and ``word_tokens`` as (n, 2) arrays, for the lookups of every window read: made with the paper's
+    # tokens, so reading a window adds nothing that grows with the paper
+    offset_table: np.ndarray = field(init=False, repr=False)
+    word_table: np.ndarray | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.offset_table = np.asarray(self.offsets, dtype=np.int64).reshape(-1, 2)
+        self.word_table = None if self.word_tokens is None else np.asarray(self.word_tokens,
+                                                                            dtype=np.int64).reshape(-1, 2)
 
     def windows_for(self, context_tokens: int, stride: int) -> list[Window]:
         """Windows of another context size (a question laid out with its own length), made once per size."""
@@ -50,16 +59,6 @@ class EncodedDocument:
     def starts(self) -> list[int]:
         """Each token's first char: where a passage's tokens are looked up (many times while packing)."""
         return [a for a, _ in self.offsets]
-
-    @cached_property
-    def offset_table(self) -> np.ndarray:
-        """``offsets`` as an ``(n, 2)`` array, for the lookups of every window read."""
-        return np.asarray(self.offsets, dtype=np.int64).reshape(-1, 2)
-
-    @cached_property
-    def word_table(self) -> np.ndarray | None:
-        """``word_tokens`` as an ``(n, 2)`` array (None where they are not kept)."""
-        return None if self.word_tokens is None else np.asarray(self.word_tokens, dtype=np.int64).reshape(-1, 2)
 
 
 def _step(size: int, stride: int) -> int:
