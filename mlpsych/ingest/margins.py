@@ -11,6 +11,9 @@ answer's evidence sentence. Three rules, each counted in the cleaning report:
   are, also across line breaks;
 * repeated stamps: a line that recurs on most pages (digits aside) is a stamp, and so is the same text spliced into
   a body line, where extraction order put it mid-sentence.
+* line numbers: a manuscript or preprint that numbers its lines in the margin (every line, or every 5th or 10th)
+  gets those numbers glued to the start or end of its lines ("can be 18 diminished"); where most pages have such a
+  rising run of numbers, they are taken out.
 
 Where a cut leaves both halves of a sentence, the right half is marked as its continuation, so assembly rejoins
 them (a hyphenated word split by a stamp is joined as any line-end hyphenation).
@@ -182,6 +185,7 @@ class _Cuts:
     notices: int = 0
     stamps: int = 0
     spliced: int = 0
+    line_numbers: int = 0
     rejoined: int = 0
     examples: list[str] = field(default_factory=list)
 
@@ -194,13 +198,14 @@ class _Cuts:
 def remove_margins(pages: list[list[Line]], body_size: float | None) -> tuple[list[list[Line]], dict[str, Any]]:
     """Drop margin and overlay text (see the module docstring); the report counts each kind of removal.
 
-    Order: geometry, then notices, then stamps, which are learned on pages already without the notices (Tika puts
-    a page's overlay text at its end, where it would hide a stamp from the zone stamps are learned in).
+    Order: line numbers, geometry, then notices, then stamps, which are learned on pages already without the notices
+    (Tika puts a page's overlay text at its end, where it would hide a stamp from the zone stamps are learned in).
     """
     cuts = _Cuts()
-    block = text_block(pages, body_size)
-    marked = [_cut_lines(page, lambda line, up=_upright(page): _beside(line, up, block, body_size, cuts))
-              for page in pages]
+    numbered = strip_line_numbers(pages, cuts)
+    block = text_block([lines for lines, _ in numbered], body_size)
+    marked = [_cut_lines(lines, lambda line, up=_upright(lines): _beside(line, up, block, body_size, cuts), flags)
+              for lines, flags in numbered]
     marked = [_cut_matches(lines, flags, find_notices, cuts, "notices") for lines, flags in marked]
     stamps = find_stamps([lines for lines, _ in marked])
     spliced = _stamp_pattern(stamps)
@@ -222,6 +227,77 @@ def remove_margins(pages: list[list[Line]], body_size: float | None) -> tuple[li
     if not report["examples"]:
         del report["examples"]
     return out, report
+
+
+_NUMBER_AT = {"start": re.compile(r"^\s*(\d{1,4})(?:\s+|$)"), "end": re.compile(r"(?:^|\s+)(\d{1,4})\s*$")}
+_LINE_NUMBER_STEPS = (1, 5, 10)  # manuscripts number every line, or every 5th or 10th
+_LINE_NUMBER_RUN = 4  # numbers rising in step, at least, for a page to count as numbered (45 lines numbered by 10s)
+_LINE_NUMBER_PAGES = 0.5  # share of the pages of 10 lines or more that must be numbered (and 2 pages or more)
+
+
+def _chained(found: list[tuple[Any, int]], step: int) -> tuple[int, set[Any]]:
+    """The longest chain of ``found`` (key, number), in order, whose numbers rise by ``step`` from one to the next
+    (or by two steps: one number missing), and the keys of every chain of two or more. A number that does not fit
+    (a count or a year starting a line between two numbered ones) is passed over, not a break."""
+    length: list[int] = []
+    before: list[int | None] = []
+    latest: dict[int, int] = {}  # a number -> where it was found last
+    for i, (_, number) in enumerate(found):
+        options = [latest[number - d] for d in (step, 2 * step) if number - d in latest]
+        previous = max(options, key=lambda j: length[j], default=None)
+        length.append(1 if previous is None else length[previous] + 1)
+        before.append(previous)
+        latest[number] = i
+    chained: set[Any] = set()
+    for i in range(len(found)):
+        j: int | None = i if length[i] >= 2 else None
+        while j is not None and found[j][0] not in chained:
+            chained.add(found[j][0])
+            j = before[j]
+    return max(length, default=0), chained
+
+
+def strip_line_numbers(pages: list[list[Line]], cuts: _Cuts) -> list[tuple[list[Line], list[bool]]]:
+    """The pages without their line numbers (see the module docstring), counted in ``cuts``, and per line whether
+    a number was taken from it or right before it (an extraction may start a paragraph at each number: where the
+    sentence runs on, the margin step rejoins it as after any cut).
+
+    A page is numbered where a chain of ``_LINE_NUMBER_RUN`` numbers or more rises in one step at its lines' start
+    (or end); the document is, where most of its pages are (a numbered table or list is one page's chain, not the
+    paper's). Then every chain of two numbers or more in that step goes, across page breaks too, so a last page's
+    single number that carries on the previous page's goes with them."""
+    pages = list(pages)
+    long_pages = sum(len(page) >= 10 for page in pages)
+    flags = [[False] * len(page) for page in pages]
+    for at in ("start", "end"):
+        found = [[(k, int(m.group(1))) for k, line in enumerate(page) if (m := _NUMBER_AT[at].search(line.text))]
+                 for page in pages]
+
+        def numbered_pages(step: int) -> int:
+            return sum(_chained(page_found, step)[0] >= _LINE_NUMBER_RUN for page_found in found)
+
+        step = max(_LINE_NUMBER_STEPS, key=numbered_pages)
+        if numbered_pages(step) < max(2, _LINE_NUMBER_PAGES * long_pages):
+            continue
+        numbers = _chained([((p, k), number) for p, page_found in enumerate(found) for k, number in page_found],
+                           step)[1]
+        for p, page in enumerate(pages):
+            kept: list[Line] = []
+            kept_flags: list[bool] = []
+            pending = False  # a number-only line was dropped right before
+            for k, line in enumerate(page):
+                cut = (p, k) in numbers
+                if cut:
+                    cuts.line_numbers += 1
+                    line = replace(line, text=_NUMBER_AT[at].sub(" ", line.text, count=1).strip())
+                    if not line.text:
+                        pending = True
+                        continue
+                kept.append(line)
+                kept_flags.append(flags[p][k] or cut or pending)
+                pending = False
+            pages[p], flags[p] = kept, kept_flags
+    return list(zip(pages, flags))
 
 
 def _beside(line: Line, upright: bool, block: TextBlock | None, body_size: float | None, cuts: _Cuts) -> bool:
