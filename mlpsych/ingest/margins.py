@@ -3,7 +3,7 @@
 Why: "Downloaded from https://… on 24 July 2025", the APA notice printed up the margin of every page, and running
 stamps such as "DeBruine et al. preprint v.2" are not part of the paper, yet extraction puts them into its text -
 often in the middle of a sentence ("per-This article is intended solely … son fails"), from where they reach an
-answer's evidence sentence. Three rules, each counted in the cleaning report:
+answer's evidence sentence. Four rules, each counted in the cleaning report:
 
 * geometry (pdfium): a line set at an angle on a page of upright text, lying wholly beside the text block
   (the left/right extent of the document's body-size text), or set too small to read is margin text;
