@@ -233,21 +233,22 @@ _NUMBER_AT = {"start": re.compile(r"^\s*(\d{1,4})(?:\s+|$)"), "end": re.compile(
 _LINE_NUMBER_STEPS = (1, 5, 10)  # manuscripts number every line, or every 5th or 10th
 _LINE_NUMBER_RUN = 4  # numbers rising in step, at least, for a page to count as numbered (45 lines numbered by 10s)
 _LINE_NUMBER_PAGES = 0.5  # share of the pages of 10 lines or more that must be numbered (and 2 pages or more)
+_LINE_NUMBER_REACH = 3  # a number follows one of the last this many numbers found (others passed over between)
 
 
 def _chained(found: list[tuple[Any, int]], step: int) -> tuple[int, set[Any]]:
     """The longest chain of ``found`` (key, number), in order, whose numbers rise by ``step`` from one to the next
     (or by two steps: one number missing), and the keys of every chain of two or more. A number that does not fit
-    (a count or a year starting a line between two numbered ones) is passed over, not a break."""
+    (a count or a year starting a line between two numbered ones) is passed over, not a break; but a link reaches
+    back ``_LINE_NUMBER_REACH`` numbers at most, so a count far down the paper ("version 24") does not carry on the
+    line numbers of its first page."""
     length: list[int] = []
     before: list[int | None] = []
-    latest: dict[int, int] = {}  # a number -> where it was found last
     for i, (_, number) in enumerate(found):
-        options = [latest[number - d] for d in (step, 2 * step) if number - d in latest]
+        options = [j for j in range(max(0, i - _LINE_NUMBER_REACH), i) if number - found[j][1] in (step, 2 * step)]
         previous = max(options, key=lambda j: length[j], default=None)
         length.append(1 if previous is None else length[previous] + 1)
         before.append(previous)
-        latest[number] = i
     chained: set[Any] = set()
     for i in range(len(found)):
         j: int | None = i if length[i] >= 2 else None

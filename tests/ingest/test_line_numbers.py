@@ -110,3 +110,18 @@ def test_numbers_that_do_not_rise_in_step_are_not_line_numbers() -> None:
     pages = ["\n".join(f"{n} {line}" for n, line in zip(starts, prose(page, 10))) for page in range(4)]
     text, cut = clean(pages)
     assert cut == 0 and "2019 the" in text
+
+
+def test_a_count_far_down_the_paper_does_not_carry_on_the_first_pages_numbers() -> None:
+    # numbers on lines of their own before each text line (as pdfium reads a number set well apart); on the last
+    # page a sentence starts with "5", one more than a line number of the first page
+    number, pages = 0, []
+    for page in range(4):
+        lines = []
+        for k, line in enumerate(prose(page)):
+            number += 1
+            lines += [str(number), "5 participants were excluded for missing data" if (page, k) == (3, 6) else line]
+        pages.append("\n".join(lines))
+    text, cut = clean(pages)
+    assert cut == 48
+    assert "5 participants were excluded" in text and "46" not in text.split()
