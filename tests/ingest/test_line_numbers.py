@@ -125,3 +125,11 @@ def test_a_count_far_down_the_paper_does_not_carry_on_the_first_pages_numbers() 
     text, cut = clean(pages)
     assert cut == 48
     assert "5 participants were excluded" in text and "46" not in text.split()
+
+
+def test_page_numbers_alone_are_not_line_numbers() -> None:
+    # one number a page, rising page after page, and a sentence ending in a small number between two of them
+    pages = [f"{page + 1}\n" + "\n".join(prose(page)) for page in range(6)]
+    pages[3] = pages[3].replace("thing 5 about the sample and the model", "thing ends with 3")
+    text, cut = clean(pages)
+    assert cut == 0 and "thing ends with 3" in text
