@@ -274,11 +274,10 @@ def strip_line_numbers(pages: list[list[Line]], cuts: _Cuts) -> list[tuple[list[
         found = [[(k, int(m.group(1))) for k, line in enumerate(page) if (m := _NUMBER_AT[at].search(line.text))]
                  for page in pages]
 
-        def numbered_pages(step: int) -> int:
-            return sum(_chained(page_found, step)[0] >= _LINE_NUMBER_RUN for page_found in found)
-
-        step = max(_LINE_NUMBER_STEPS, key=numbered_pages)
-        if numbered_pages(step) < max(2, _LINE_NUMBER_PAGES * long_pages):
+        numbered = {step: sum(_chained(page_found, step)[0] >= _LINE_NUMBER_RUN for page_found in found)
+                    for step in _LINE_NUMBER_STEPS}  # pages numbered in each step
+        step = max(numbered, key=numbered.__getitem__)
+        if numbered[step] < max(2, _LINE_NUMBER_PAGES * long_pages):
             continue
         numbers = _chained([((p, k), number) for p, page_found in enumerate(found) for k, number in page_found],
                            step)[1]

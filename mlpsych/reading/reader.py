@@ -96,8 +96,9 @@ def _learn_pair_template(tokenizer) -> _PairTemplate:
     )
 
 
-def _word_tokens(word_ids: Sequence[int | None]) -> list[tuple[int, int]]:
-    """Each token's word as the indices of the word's first and last token; a token outside any word is alone."""
+def _word_tokens(word_ids: Sequence[int | None]) -> np.ndarray:
+    """Each token's word as the indices of the word's first and last token, an ``(n, 2)`` array; a token outside
+    any word is alone."""
     words = np.array([-1 if w is None else w for w in word_ids], dtype=np.int64)
     first, last = np.arange(len(words)), np.arange(len(words))
     inside = np.flatnonzero(words >= 0)
@@ -106,7 +107,7 @@ def _word_tokens(word_ids: Sequence[int | None]) -> list[tuple[int, int]]:
         last_at = inside.size - 1 - np.unique(words[inside][::-1], return_index=True)[1]
         which = np.searchsorted(known, words[inside])
         first[inside], last[inside] = inside[first_at[which]], inside[last_at[which]]
-    return list(zip(first.tolist(), last.tolist()))
+    return np.stack([first, last], axis=1)
 
 
 def _max_positions(model_id: str) -> int:
@@ -385,7 +386,7 @@ class Reader:
                 length = len(inputs.ids)
                 paper = encoded[feature.paper]
                 mask, offsets, pieces = context_layout(inputs.context_offset, feature.context, paper.offset_table,
-                                                       length, paper.word_table)
+                                                       length, paper.word_tokens)
                 found, null = self._decode(starts[row, :length], ends[row, :length], mask, offsets, query,
                                            feature.window.index, pieces)
                 candidates[feature.job].extend(found)

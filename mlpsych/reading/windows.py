@@ -35,18 +35,16 @@ class EncodedDocument:
     ids: list[int]
     offsets: list[tuple[int, int]]
     windows: list[Window] = field(default_factory=list)
-    # For spans snapped to words: each token's word as the indices of its first and last token (None: not kept).
-    word_tokens: list[tuple[int, int]] | None = None
+    # For spans snapped to words: each token's word as the indices of its first and last token, an (n, 2) array
+    # (None: not kept).
+    word_tokens: np.ndarray | None = None
     _layouts: dict[tuple[int, int], list[Window]] = field(default_factory=dict, repr=False)
-    # ``offsets`` and ``word_tokens`` as (n, 2) arrays, for the lookups of every window read: made with the paper's
-    # tokens, so reading a window adds nothing that grows with the paper
+    # ``offsets`` as an (n, 2) array, for the lookups of every window read: made with the paper's tokens, so reading
+    # a window adds nothing that grows with the paper
     offset_table: np.ndarray = field(init=False, repr=False)
-    word_table: np.ndarray | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.offset_table = np.asarray(self.offsets, dtype=np.int64).reshape(-1, 2)
-        self.word_table = None if self.word_tokens is None else np.asarray(self.word_tokens,
-                                                                            dtype=np.int64).reshape(-1, 2)
 
     def windows_for(self, context_tokens: int, stride: int) -> list[Window]:
         """Windows of another context size (a question laid out with its own length), made once per size."""

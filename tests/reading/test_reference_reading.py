@@ -67,8 +67,9 @@ def test_spans_are_snapped_to_the_tokenizers_words(tiny_models, family):
 
 def test_each_token_knows_its_words_first_and_last_token():
     # a token outside any word (None) is alone; a word's tokens need not be next to each other
-    assert _word_tokens([None, 0, 0, 1, None, 1, 2]) == [(0, 0), (1, 2), (1, 2), (3, 5), (4, 4), (3, 5), (6, 6)]
-    assert _word_tokens([]) == [] and _word_tokens([None, None]) == [(0, 0), (1, 1)]
+    assert _word_tokens([None, 0, 0, 1, None, 1, 2]).tolist() == [[0, 0], [1, 2], [1, 2], [3, 5], [4, 4], [3, 5],
+                                                                   [6, 6]]
+    assert _word_tokens([]).tolist() == [] and _word_tokens([None, None]).tolist() == [[0, 0], [1, 1]]
 
 
 def test_a_word_cut_by_the_window_is_snapped_to_its_part_inside():
