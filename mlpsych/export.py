@@ -219,11 +219,22 @@ def _csv_text(value):
     return f"'{value}" if isinstance(value, str) and value[:1] in ("=", "+", "@") else value
 
 
+EXCEL_CELL_LIMIT = 32_767  # characters; Excel calls a workbook with a longer cell damaged and cuts it on repair
+
+
 def _safe(value):
-    """Control characters (from PDFs or LLM output) are not allowed in XLSX cells: replace them visibly."""
+    """Control characters (from PDFs or LLM output) are not allowed in XLSX cells: replace them visibly. A cell over
+    Excel's limit (the papers of an answer most of a large study gives) is cut where a reader sees it was."""
     from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 
-    return ILLEGAL_CHARACTERS_RE.sub("\ufffd", value) if isinstance(value, str) else value
+    if not isinstance(value, str):
+        return value
+    value = ILLEGAL_CHARACTERS_RE.sub("\ufffd", value)
+    if len(value) <= EXCEL_CELL_LIMIT:
+        return value
+    note = " … [{:,} more characters cut at Excel's cell limit]"
+    kept = EXCEL_CELL_LIMIT - len(note.format(len(value)))
+    return value[:kept] + note.format(len(value) - kept)
 
 
 def _cells(row: dict) -> list:

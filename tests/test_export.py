@@ -181,3 +181,20 @@ def test_sheet_shows_an_answer_with_its_line_break_as_a_space():
     assert [r["answer"] for r in answer_rows(result)] == ["landscape. Future"]
     assert paper_rows(result)[0]["q1"] == "landscape. Future"
     assert [r["answer"] for r in frequency_rows(result)] == ["landscape. Future"]
+
+
+def test_a_cell_over_excels_limit_is_cut_visibly(tmp_path):
+    """An answer most papers of a large study give lists them all in one frequencies cell: over 32,767 characters
+    Excel calls the workbook damaged, so the cell is cut and says so; n_papers still counts them all."""
+    docs = [Document(id=f"Author{i:04d}_2021_a_long_file_name_of_a_paper", text="We used SPSS.") for i in range(900)]
+    result = RunResult(documents=docs, questions=QUESTIONS, answers=[_answer(d, "q2", "SPSS") for d in docs])
+    write_result(result, tmp_path / "r.xlsx")
+    wb = load_workbook(tmp_path / "r.xlsx")
+    longest = max(len(c.value) for ws in wb for row in ws.iter_rows() for c in row if isinstance(c.value, str))
+    assert longest <= 32_767
+    row = next(r for r in wb["frequencies"].iter_rows(min_row=2, values_only=True) if r[2] == "SPSS")
+    assert row[3] == 900
+    kept, note = row[4].rsplit(" … [", 1)
+    assert note.endswith("more characters cut at Excel's cell limit]")
+    full = "; ".join(d.id for d in docs)
+    assert full.startswith(kept) and len(kept) + int(note.split()[0].replace(",", "")) == len(full)
