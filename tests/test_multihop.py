@@ -73,7 +73,7 @@ class FixedOutputNormalizer(Normalizer):
         super().__init__("fixed")
         self.raw = raw
 
-    def run(self, prompts: list[str]) -> list[NormalizeResult]:
+    def run(self, prompts: list[str], *, progress: bool = True) -> list[NormalizeResult]:
         from mlpsych.normalize.listparse import parse_list
 
         return [NormalizeResult(parse_list(self.raw), self.raw) for _ in prompts]

@@ -115,6 +115,19 @@ def test_normalization_with_tiny_llama_is_cached_and_kept_apart(tiny_questions, 
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("progress", [False, True])
+def test_the_llms_bar_shows_only_with_progress(tiny_questions, tmp_path, capsys, progress):
+    """`mlpsych run --no-progress` (and the CLI's own progress line) turn the pipeline's bars off: the LLM's bar
+    over its batches showed all the same."""
+    qs = load_question_set(tiny_questions).select(["q1"])
+    run_settings = settings(batch_size=1)  # one prompt a batch: several batches, so a bar would show
+    run_settings.llm.enabled = True
+    capsys.readouterr()
+    Pipeline(qs, run_settings, ResultCache(tmp_path), progress=progress).run(docs())
+    assert ("batch/s" in capsys.readouterr().err) == progress
+
+
+@pytest.mark.slow
 def test_sub_questions_are_exactly_the_grounded_bridge_entities(tiny_questions, tmp_path, monkeypatch):
     """q4 asks about each grounded normalized q1 item; an item the paper does not contain is never asked about."""
     import gc

@@ -41,7 +41,7 @@ class CachedNormalizer:
             raise
         return self._normalizer
 
-    def run(self, prompts: list[str]):
+    def run(self, prompts: list[str], *, progress: bool = True):
         from mlpsych.normalize.listparse import parse_list
         from mlpsych.normalize.llm import NormalizeResult
 
@@ -54,7 +54,7 @@ class CachedNormalizer:
             else:  # parsed again, so a better parser improves cached outputs too
                 results[i] = NormalizeResult(parse_list(cached["raw_output"]), cached["raw_output"])
         if missing:
-            fresh = self._loaded().run([prompts[i] for i in missing])
+            fresh = self._loaded().run([prompts[i] for i in missing], progress=progress)
             self.generated += len(missing)
             for i, out in zip(missing, fresh):
                 results[i] = out

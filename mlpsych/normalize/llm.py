@@ -45,7 +45,7 @@ class ListNormalizer(Protocol):
 
     generated: int  # prompts actually sent to a model
 
-    def run(self, prompts: list[str]) -> list[NormalizeResult]: ...
+    def run(self, prompts: list[str], *, progress: bool = True) -> list[NormalizeResult]: ...
 
     def release(self) -> None: ...
 
@@ -208,8 +208,9 @@ class Normalizer:
 
     # -- generation ----------------------------------------------------------------------------------------
 
-    def run(self, prompts: list[str]) -> list[NormalizeResult]:
-        """One result per prompt, in order: batched greedy generation, parsed; bad output never raises."""
+    def run(self, prompts: list[str], *, progress: bool = True) -> list[NormalizeResult]:
+        """One result per prompt, in order: batched greedy generation, parsed; bad output never raises. ``progress``
+        shows a bar over the batches (an LLM on a CPU takes a while), unless the caller shows its own progress."""
         if not prompts:
             return []
         self.warm_up()
@@ -220,7 +221,7 @@ class Normalizer:
         results: list[NormalizeResult | None] = [None] * len(texts)
         batches = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
         for batch in tqdm(batches, desc=f"LLM {Path(self.model_name).name}", unit="batch",
-                          disable=len(batches) < 2, leave=False):
+                          disable=not progress or len(batches) < 2, leave=False):
             for index, raw, error in zip(batch, *self._generate_safely([texts[i] for i in batch])):
                 results[index] = NormalizeResult(items=parse_list(raw), raw_output=raw, error=error)
         return [r if r is not None else NormalizeResult([], "", "not generated") for r in results]

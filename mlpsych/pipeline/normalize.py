@@ -74,7 +74,7 @@ class NormalizeStage:
             try:
                 for batch, chunk_start in enumerate(range(0, len(items), NORMALIZE_CHUNK), start=1):
                     chunk = items[chunk_start : chunk_start + NORMALIZE_CHUNK]
-                    self._chunk(normalizer, llm, chunk, ctx.result)
+                    self._chunk(normalizer, llm, chunk, ctx.result, ctx.progress)
                     bar.update(len(chunk))
                     ctx.report(replace(step, done=batch))
             except NormalizerUnavailable as error:
@@ -84,7 +84,8 @@ class NormalizeStage:
                 bar.close()
                 ctx.counters.llm_generated += normalizer.generated
 
-    def _chunk(self, normalizer: ListNormalizer, llm: str, chunk: list[UnitAnswers], result: RunResult) -> None:
+    def _chunk(self, normalizer: ListNormalizer, llm: str, chunk: list[UnitAnswers], result: RunResult,
+               progress: bool) -> None:
         """One chunk of answer lists through the LLM; a paper whose prompts, generation or answers fail keeps its
         extractive answers and gets the failure as its status, the others are normalized."""
         prompts: dict[int, dict[str, str]] = {}
@@ -93,7 +94,7 @@ class NormalizeStage:
                 prompts[i] = llm_answers.prompts_for(item.unit.question, item.per_model,
                                          max_input_items=self.settings.llm.max_input_items,
                                          input_format=self.settings.llm.input_format)
-        outputs = generate(normalizer, chunk, prompts, result)
+        outputs = generate(normalizer, chunk, prompts, result, progress)
         for i, results in outputs.items():
             item = chunk[i]
             with isolated(result, item.unit.doc.id, f"normalizing {item.unit.question.id}"):
@@ -104,12 +105,12 @@ class NormalizeStage:
 
 
 def generate(normalizer: ListNormalizer, chunk: list[UnitAnswers], prompts: dict[int, dict[str, str]],
-             result: RunResult) -> dict[int, dict]:
+             result: RunResult, progress: bool) -> dict[int, dict]:
     """LLM results per chunk index and model, generated together; if that fails, each answer list alone, so the
     failure is the status of the paper that caused it."""
     def generate_for(indices: list[int]) -> dict[int, dict]:
         flat = [(i, model, text) for i in indices for model, text in prompts[i].items()]
-        outputs = normalizer.run([text for _, _, text in flat])
+        outputs = normalizer.run([text for _, _, text in flat], progress=progress)
         found: dict[int, dict] = {i: {} for i in indices}
         for (i, model, _), output in zip(flat, outputs):
             found[i][model] = output

@@ -50,7 +50,7 @@ class FixedOutputNormalizer(Normalizer):
         self.outputs = outputs
         self.prompts: list[str] = []
 
-    def run(self, prompts: list[str]) -> list[NormalizeResult]:
+    def run(self, prompts: list[str], *, progress: bool = True) -> list[NormalizeResult]:
         from mlpsych.normalize.listparse import parse_list
 
         self.prompts += prompts
