@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 NO_TEXT_LAYER = "no text layer (scanned image?): run OCR first, e.g. ocrmypdf"
 ENCRYPTED = "encrypted PDF: password required"
+CORRUPT_PDF = "corrupt or unreadable PDF"
 LONG_DOCUMENT_PAGES = 300
 
 
@@ -56,7 +57,7 @@ def _open_error(error: Exception) -> str:
     message = str(error)
     if "password" in message.lower():
         return ENCRYPTED
-    return f"corrupt or unreadable PDF ({message.strip().rstrip('.')})"
+    return f"{CORRUPT_PDF} ({message.strip().rstrip('.')})"
 
 
 def _check_text_layer(extraction: Extraction, failed: list[int]) -> None:

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from mlpsych.errors import IngestError
 from mlpsych.ingest.base import Extraction, Line
-from mlpsych.ingest.pdf import ENCRYPTED, NO_TEXT_LAYER
+from mlpsych.ingest.pdf import CORRUPT_PDF, ENCRYPTED, NO_TEXT_LAYER
 
 log = logging.getLogger(__name__)
 
@@ -192,12 +192,12 @@ def _read_batch_output(path: Path) -> Extraction | IngestError:
 
 
 def _extraction_from(xhtml: str, metadata: dict[str, Any]) -> Extraction | IngestError:
-    exception = str(metadata.get("X-TIKA:EXCEPTION:container_exception") or "")
-    if exception:
-        return IngestError(_exception_status(exception))
-    pages = parse_xhtml(xhtml)
     content_type = str(_first(metadata.get("Content-Type")) or "")
     is_pdf = content_type.startswith("application/pdf")
+    exception = str(metadata.get("X-TIKA:EXCEPTION:container_exception") or "")
+    if exception:
+        return IngestError(_exception_status(exception, is_pdf))
+    pages = parse_xhtml(xhtml)
     extraction = Extraction(pages, {"n_pages": len(pages), "content_type": content_type})
     parsers = metadata.get("X-TIKA:Parsed-By")
     if parsers:
@@ -211,13 +211,16 @@ def _first(value: Any) -> Any:
     return value[0] if isinstance(value, list) and value else value
 
 
-def _exception_status(exception: str) -> str:
+def _exception_status(exception: str, is_pdf: bool) -> str:
+    """A paper's status from Tika's exception, worded as pdfium's for the same fault: a coder filtering the papers
+    sheet by status finds the corrupt PDFs whichever backend read them."""
     first = exception.strip().splitlines()[0] if exception.strip() else "unknown error"
     if "EncryptedDocumentException" in first or "password" in first.lower():
         return ENCRYPTED
     if "ZeroByteFileException" in first:
         return "empty file"
-    return f"Tika could not parse the file ({first.split(':', 1)[0].rsplit('.', 1)[-1]})"
+    name = first.split(":", 1)[0].rsplit(".", 1)[-1]
+    return f"{CORRUPT_PDF} (Tika: {name})" if is_pdf else f"Tika could not parse the file ({name})"
 
 
 _BLOCKS = frozenset({"p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "tr", "table", "ul", "ol", "blockquote"})

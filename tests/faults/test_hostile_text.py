@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 
 import pypdfium2 as pdfium
@@ -32,10 +33,14 @@ FONTS = all(path.is_file() for path in FONT_FILES)  # without them the corpus ha
 NO_FONTS = f"DejaVu fonts missing (fonts-dejavu: {', '.join(str(p) for p in FONT_FILES)}): no math-italic PDF"
 
 
-@pytest.fixture(autouse=True)
-def _no_tika(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TIKA_APP_JAR", raising=False)
-    monkeypatch.delenv("TIKA_SERVER_ENDPOINT", raising=False)
+@pytest.fixture(autouse=True, scope="module")
+def _no_tika() -> Iterator[None]:
+    """Tika only from the repository's jar, as in CI: a jar given in the shell is out of this module's runs too (the
+    module's run is made once, before any test's own fixtures, so a test-scoped removal came too late for it)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("TIKA_APP_JAR", raising=False)
+        patch.delenv("TIKA_SERVER_ENDPOINT", raising=False)
+        yield
 
 
 def assert_safe(document: Document) -> None:

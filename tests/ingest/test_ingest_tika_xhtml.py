@@ -60,6 +60,9 @@ def test_tika_exceptions_and_empty_pdfs_become_statuses() -> None:
     assert isinstance(encrypted, IngestError) and str(encrypted) == "encrypted PDF: password required"
     other = _extraction_from("", {"X-TIKA:EXCEPTION:container_exception": "org.apache.tika.exception.TikaException: x"})
     assert str(other) == "Tika could not parse the file (TikaException)"
+    corrupt = _extraction_from("", {"X-TIKA:EXCEPTION:container_exception": "java.io.IOException: trailer\n\tat x",
+                                    "Content-Type": "application/pdf"})
+    assert str(corrupt) == "corrupt or unreadable PDF (Tika: IOException)"
     scanned = _extraction_from('<html><body><div class="page"><p /></div></body></html>',
                                {"Content-Type": ["application/pdf"]})
     assert str(scanned).startswith("no text layer (scanned image?)")
