@@ -202,6 +202,8 @@ def write_xlsx(result: RunResult, path: Path) -> None:
                 if isinstance(cell.value, str):  # text from papers and LLMs is data: "=..." must never be a formula
                     cell.data_type = "s"
         ws.freeze_panes = "A2"
+        if name == "answers":
+            mark_choices(ws, header.index("correct") + 1)
         if rows:
             ws.auto_filter.ref = ws.dimensions  # filter arrows on the header, for coders sorting by question or paper
         for i, column in enumerate(header, start=1):
@@ -212,6 +214,21 @@ def write_xlsx(result: RunResult, path: Path) -> None:
                 for cell in ws[letter][1:]:
                     cell.alignment = Alignment(wrap_text=True, vertical="top")
     wb.save(path)
+
+
+def mark_choices(ws, column: int) -> None:
+    """A yes/no list on a coder's ``correct`` column, down to rows a coder adds: a coder working in Excel picks the
+    marks the app writes. Other marks `mlpsych agree` reads ("y", "1", "✓") stay allowed, after a warning."""
+    from openpyxl.utils import get_column_letter
+    from openpyxl.worksheet.datavalidation import DataValidation
+
+    choices = DataValidation(type="list", formula1='"yes,no"', allow_blank=True, showErrorMessage=True,
+                             showInputMessage=True, errorStyle="warning",
+                             error="Mark an answer yes (correct) or no (wrong); leave it blank if not coded.",
+                             errorTitle="correct", prompt="yes or no; blank: not coded", promptTitle="correct")
+    letter = get_column_letter(column)
+    choices.add(f"{letter}2:{letter}1048576")
+    ws.add_data_validation(choices)
 
 
 def _csv_text(value):

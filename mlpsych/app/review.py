@@ -20,6 +20,7 @@ from typing import Any
 from mlpsych.coding.coded import CODER_STAGE, locate
 from mlpsych.documents import Document
 from mlpsych.errors import AppInputError, UserError
+from mlpsych.export import mark_choices
 
 SHEET = "answers"
 MARKS = {True: "yes", False: "no", None: None}
@@ -85,6 +86,8 @@ class ReviewSheet:
             if column not in self.header:
                 self.header.append(column)
                 self.sheet.cell(row=1, column=len(self.header), value=column)
+                if column == self.columns[0]:
+                    mark_choices(self.sheet, len(self.header))
         strangers = sorted({str(v) for v in self._column("paper_id") if v} - set(documents))
         if strangers and documents:
             raise AppInputError(f"{len(strangers)} paper(s) of the sheet are not among the papers given: "

@@ -94,6 +94,26 @@ def test_a_second_coder_writes_own_columns_and_agree_compares_them(sheet_path: P
     assert overall.n == 3 and overall.agreement == pytest.approx(2 / 3)
 
 
+def _choices(path: Path, column: str) -> list[str]:
+    """The list a coder picks from in Excel on the answers sheet's ``column``, if any."""
+    from openpyxl import load_workbook
+
+    sheet = load_workbook(path)["answers"]
+    letter = next(c.column_letter for c in sheet[1] if c.value == column)
+    return [v.formula1 for v in sheet.data_validations.dataValidation
+            if v.type == "list" and any(str(r).startswith(f"{letter}2:{letter}") for r in v.sqref.ranges)]
+
+
+def test_coders_in_excel_pick_yes_or_no_and_the_app_keeps_that(sheet_path: Path, documents):
+    """A coder marking in Excel picks the app's marks from a list; the app's autosave keeps the list, and a second
+    coder's column gets its own."""
+    assert _choices(sheet_path, "correct") == ['"yes,no"']
+    second = ReviewSheet(sheet_path, documents, coder="2")
+    second.mark(second.items("A")[0].row, True)
+    assert _choices(sheet_path, "correct") == ['"yes,no"'] and _choices(sheet_path, "correct_2") == ['"yes,no"']
+    read_codings(sheet_path)  # still what `mlpsych agree` reads
+
+
 def test_refusals(tmp_path: Path, sheet_path: Path, documents):
     with pytest.raises(AppInputError, match="no such spreadsheet"):
         ReviewSheet(tmp_path / "none.xlsx", documents)
