@@ -152,6 +152,10 @@ def _row_spans(row: dict[str, Any], documents: dict[str, Document], coding: Codi
     added = stage == CODER_STAGE
     if mark is None and not corrected and not added:
         return []
+    if not paper or not question:  # a row typed in by hand with a field left blank: nothing to tie it to
+        blank = " and ".join(name for name, value in (("paper_id", paper), ("question_id", question)) if not value)
+        coding.skipped.append(f"{where}: coded, but its {blank} is blank; skipped")
+        return []
     coding.pairs.add((paper, question))
     doc = documents[paper]
     out = []

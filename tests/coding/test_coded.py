@@ -76,3 +76,17 @@ def test_gold_spans_are_positives_and_unanswerable_papers_are_coded(tmp_path: Pa
     a = next(s for s in coding.spans if s.paper_id == "A")
     assert (a.start, a.end) == (start, start + 14)
     assert any("not in this paper" in line for line in coding.skipped)
+
+
+def test_a_coded_row_without_paper_or_question_is_reported_not_a_crash(tmp_path: Path, documents):
+    """A row a coder typed in by hand and left the paper_id blank crashed `mlpsych adapt` with KeyError ''."""
+    sheet = write_sheet(tmp_path / "s.xlsx", [
+        answer_row("", PAPER_A, "q1", "random forests", correct="yes", stage="coder"),
+        answer_row("A", PAPER_A, None, "grid search", correct="no"),
+        answer_row("B", PAPER_B, "q2", "gensim", correct="yes"),
+    ])
+    coding = coding_from_sheets([sheet], documents)
+    assert [(s.paper_id, s.text) for s in coding.spans] == [("B", "gensim")]
+    assert coding.pairs == {("B", "q2")}
+    assert any("row 2" in line and "paper_id is blank" in line for line in coding.skipped)
+    assert any("row 3" in line and "question_id is blank" in line for line in coding.skipped)
