@@ -4,8 +4,9 @@ A researcher marks each exported answer correct or not in the ``correct`` column
 ``correct_2`` or any ``correct_<name>``). Precision is the share of coded answers marked correct, by
 question, model and stage; an answer counts for the same table rows as in ``mlpsych eval`` (ensemble rows
 for ``combined``; a normalized answer for each model whose output held it and for ``combined``). The
-``all`` rows count each answer once. Cohen's kappa is computed for every pair of coder columns over the
-answers both coded.
+``all`` rows count each answer once. Answers a coder added (stage ``coder``, marked correct by the review view)
+are not the tool's answers and are left out: counted, they would raise its precision. Cohen's kappa is computed
+for every pair of coder columns over the answers both coded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from mlpsych.answers import AnswerStage
 from mlpsych.evaluation.evaluate import EvalInputError, parse_models, read_sheet, row_groups
 
 logger = logging.getLogger(__name__)
@@ -66,11 +68,16 @@ class Coding:
 
 
 def read_codings(path: str | Path) -> tuple[list[Coding], list[str]]:
-    """Codings of the "answers" sheet and the coder columns found; unreadable marks are skipped with a warning."""
+    """Codings of the "answers" sheet and the coder columns found; unreadable marks are skipped with a warning,
+    answers a coder added are left out (the module docstring says why)."""
     rows = read_sheet(path, "answers")
     coders = coder_columns(rows)
     if not coders:
         raise EvalInputError(f"{path}: sheet 'answers' has no 'correct' column to read codes from")
+    found = [r for r in rows if str(r.get("stage") or "").strip().lower() != AnswerStage.CODER.value]
+    if len(found) < len(rows):
+        logger.info("left out %d answer(s) coders added: they are not the tool's answers", len(rows) - len(found))
+    rows = found
     bad: list[str] = []
     codings = []
     models_of: dict[str, set[str]] = defaultdict(set)

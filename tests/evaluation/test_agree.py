@@ -147,3 +147,19 @@ def test_cli_user_errors(tmp_path):
     other.save(tmp_path / "wrong.xlsx")
     with pytest.raises(UserError, match="no sheet named 'answers'"):
         _run_cli(["agree", str(tmp_path / "wrong.xlsx")])
+
+
+def test_answers_a_coder_added_are_not_counted_as_the_tools(tmp_path):
+    """The review view adds a coder's own answer as a row of stage "coder" marked correct: `mlpsych agree` counted
+    it as a correct answer of the tool (q1 all 0.571 where the tool's answers were 1 of 4 right)."""
+    path = _write(tmp_path)
+    book = openpyxl.load_workbook(path)
+    for _ in range(3):
+        book["answers"].append(["p1", "q1", "an added answer", "coder", None, "yes", None, None, "yes"])
+    book.save(path)
+    codings, coders = agree.read_codings(path)
+    precision = {(r.question, r.model, r.stage): r for r in agree.precision_table(codings, coders)}
+    assert precision[("q1", "all", "")].precision["correct"] == pytest.approx(4 / 6)
+    assert precision[("all", "all", "")].n == 10
+    assert not any(stage == "coder" for _, _, stage in precision)
+    assert next(k for k in agree.kappa_table(codings, coders) if k.question == "all").n == 8
