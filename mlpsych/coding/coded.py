@@ -184,7 +184,7 @@ def coding_from_gold(path: str | Path, documents: dict[str, Document], unanswera
     """Labelled spans from hand-coded gold (``{question: {paper: [{start, end, text}]}}``, as ``mlpsych eval
     --gold`` reads): each paper of the ``anchor`` question is coded for every question it has gold for, and for
     the ``unanswerable`` questions also where it has none (its answer is "nothing")."""
-    from mlpsych.evaluation.evaluate import evaluation_papers
+    from mlpsych.evaluation.evaluate import evaluation_papers, gold_from_dict
     from mlpsych.ingest.textnorm import normalize_text
 
     path = Path(path)
@@ -194,8 +194,7 @@ def coding_from_gold(path: str | Path, documents: dict[str, Document], unanswera
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise EvalInputError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise EvalInputError(f"{path}: expected {{question_id: {{paper_id: [spans]}}}}")
+    gold_from_dict(data, str(path))  # the shape, checked as `mlpsych eval` checks it
     gold = {q: {normalize_text(str(p)): spans or [] for p, spans in papers.items()} for q, papers in data.items()}
     _check_papers({p for papers in gold.values() for p in papers}, documents, str(path))
     coding = Coding()
@@ -204,7 +203,10 @@ def coding_from_gold(path: str | Path, documents: dict[str, Document], unanswera
             coding.pairs.add((paper, question))
             doc = documents[paper]
             for span in gold[question].get(paper, []):
-                text = normalize_text(span["text"] if isinstance(span, dict) else str(span))
+                raw = span["text"] if isinstance(span, dict) else span
+                text = normalize_text("" if raw is None else str(raw))
+                if not text.strip():
+                    continue  # a blank gold answer, dropped as `mlpsych eval` drops it
                 start = span.get("start") if isinstance(span, dict) else None
                 placed = _place(text, doc, start, span.get("end") if isinstance(span, dict) else None)
                 if placed is None:

@@ -95,9 +95,24 @@ def gold_from_dict(data: Any, source: str = "gold") -> dict[str, dict[str, list[
     for question, papers in data.items():
         gold[question] = {}
         for paper, spans in papers.items():
-            texts = [s["text"] if isinstance(s, dict) else str(s) for s in spans or []]
+            texts = gold_texts(spans, f"{source}: {question} {paper}")
             gold[question][normalize_text(str(paper))] = [normalize_text(t) if isinstance(t, str) else t for t in texts]
     return gold
+
+
+def gold_texts(spans: Any, where: str) -> list[Any]:
+    """A paper's gold list as its answer texts (a span is ``{"text": ...}`` or the text itself). A hand-written
+    gold file's slip (one string for the list, a span without ``text``) is an error naming the question and paper:
+    a string read as a list would be scored one character at a time."""
+    if spans is None:
+        return []
+    if not isinstance(spans, list):
+        raise EvalInputError(f"{where}: expected a list of answers ([{{\"text\": ...}}] or [\"...\"]), "
+                             f"not {type(spans).__name__} {str(spans)[:60]!r}")
+    missing = [s for s in spans if isinstance(s, dict) and "text" not in s]
+    if missing:
+        raise EvalInputError(f"{where}: an answer without \"text\": {str(missing[0])[:80]}")
+    return [s["text"] if isinstance(s, dict) else s for s in spans]
 
 
 def _read_json(path: str | Path) -> Any:

@@ -90,3 +90,15 @@ def test_a_coded_row_without_paper_or_question_is_reported_not_a_crash(tmp_path:
     assert coding.pairs == {("B", "q2")}
     assert any("row 2" in line and "paper_id is blank" in line for line in coding.skipped)
     assert any("row 3" in line and "question_id is blank" in line for line in coding.skipped)
+
+
+def test_gold_with_a_span_without_text_is_one_error(tmp_path: Path, documents):
+    """`mlpsych adapt --gold` stopped with KeyError 'text' on a hand-written span holding offsets only, and with a
+    TypeError on one whose text is null."""
+    path = tmp_path / "gold.json"
+    path.write_text(json.dumps({"q1": {"A": [{"start": 0, "end": 5}]}}), encoding="utf-8")
+    with pytest.raises(EvalInputError, match="q1 A: an answer without \"text\""):
+        coding_from_gold(path, documents)
+    path.write_text(json.dumps({"q1": {"A": [{"text": None}, None, "", "random forests"]}}), encoding="utf-8")
+    coding = coding_from_gold(path, documents)  # blank answers (a TypeError before) say nothing
+    assert [s.text for s in coding.spans] == ["random forests"] and not coding.skipped
