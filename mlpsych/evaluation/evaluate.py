@@ -96,11 +96,11 @@ def gold_from_dict(data: Any, source: str = "gold") -> dict[str, dict[str, list[
         gold[question] = {}
         for paper, spans in papers.items():
             texts = gold_texts(spans, f"{source}: {question} {paper}")
-            gold[question][normalize_text(str(paper))] = [normalize_text(t) if isinstance(t, str) else t for t in texts]
+            gold[question][normalize_text(str(paper))] = [normalize_text(t) for t in texts]
     return gold
 
 
-def gold_texts(spans: Any, where: str) -> list[Any]:
+def gold_texts(spans: Any, where: str) -> list[str]:
     """A paper's gold list as its answer texts (a span is ``{"text": ...}`` or the text itself). A hand-written
     gold file's slip (one string for the list, a span without ``text``) is an error naming the question and paper:
     a string read as a list would be scored one character at a time."""
@@ -112,7 +112,8 @@ def gold_texts(spans: Any, where: str) -> list[Any]:
     missing = [s for s in spans if isinstance(s, dict) and "text" not in s]
     if missing:
         raise EvalInputError(f"{where}: an answer without \"text\": {str(missing[0])[:80]}")
-    return [s["text"] if isinstance(s, dict) else s for s in spans]
+    texts = (s["text"] if isinstance(s, dict) else s for s in spans)
+    return [str(t) for t in texts if t is not None]
 
 
 def _read_json(path: str | Path) -> Any:
