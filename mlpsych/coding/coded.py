@@ -99,8 +99,14 @@ def _place(text: str, doc: Document, start: Any, end: Any) -> tuple[int, int] | 
     return locate(text, doc.text, a)
 
 
-def _check_papers(papers: Iterable[str], documents: dict[str, Document], source: str) -> None:
-    """Every paper must be in TEXTS: a sheet of another corpus is one error naming its papers."""
+def row_papers(rows: Iterable[dict[str, Any]]) -> set[str]:
+    """The papers a sheet's (or a run's) rows name; a row with its paper_id left blank names none."""
+    return {str(r.get("paper_id") or "").strip() for r in rows} - {""}
+
+
+def check_papers(papers: Iterable[str], documents: Iterable[str], source: str) -> None:
+    """Every paper must be in TEXTS (``documents``: the ids): a sheet of another corpus is one error naming its
+    papers."""
     missing = sorted(set(papers) - set(documents))
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
@@ -121,7 +127,7 @@ def coding_from_sheets(paths: Sequence[str | Path], documents: dict[str, Documen
         rows = read_sheet(path, "answers")
         if rows and "correct" not in rows[0]:
             raise EvalInputError(f"{path}: sheet 'answers' has no 'correct' column (is it a results sheet?)")
-        _check_papers({str(r.get("paper_id") or "").strip() for r in rows} - {""}, documents, str(path))
+        check_papers(row_papers(rows), documents, str(path))
         for row in rows:
             for span in _row_spans(row, documents, coding, Path(path).name, parse_code):
                 key = (span.paper_id, span.question_id, span.start, span.end, span.bridge_entity)
@@ -196,7 +202,7 @@ def coding_from_gold(path: str | Path, documents: dict[str, Document], unanswera
         raise EvalInputError(f"{path}: not valid JSON ({error})") from None
     gold_from_dict(data, str(path))  # the shape, checked as `mlpsych eval` checks it
     gold = {q: {normalize_text(str(p)): spans or [] for p, spans in papers.items()} for q, papers in data.items()}
-    _check_papers({p for papers in gold.values() for p in papers}, documents, str(path))
+    check_papers({p for papers in gold.values() for p in papers}, documents, str(path))
     coding = Coding()
     for question in gold:
         for paper in evaluation_papers(gold, question, unanswerable, anchor):

@@ -235,3 +235,17 @@ def test_calibrate_command_on_a_coded_sheet(tmp_path, coded_sheet, capsys):
     bad.write_text("[]")
     assert main(["run", str(texts), "--calibrator", str(bad), "--out", str(tmp_path / "r.xlsx")]) == 2
     assert "--calibrator: calibrator" in capsys.readouterr().err
+
+
+def test_calibrate_refuses_a_sheet_of_another_corpus(tmp_path, coded_sheet, capsys):
+    """With the wrong --texts, `mlpsych calibrate` fitted and wrote a calibrator anyway, on answers it then took to
+    be absent from their papers; `mlpsych adapt` refused the same sheet. Now both refuse, naming the papers."""
+    from mlpsych.cli import main
+
+    texts = tmp_path / "other.jsonl"
+    texts.write_text(json.dumps({"id": "Z", "text": "Another corpus: random forests in R."}) + "\n")
+    out = tmp_path / "study.json"
+    assert main(["calibrate", "--texts", str(texts), "--out", str(out), "--coded", str(coded_sheet)]) == 2
+    err = capsys.readouterr().err
+    assert "2 paper(s) are not in the texts given: A, B" in err and "Traceback" not in err
+    assert not out.exists()
