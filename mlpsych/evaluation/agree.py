@@ -78,7 +78,7 @@ def read_codings(path: str | Path) -> tuple[list[Coding], list[str]]:
     if len(found) < len(rows):
         logger.info("left out %d answer(s) coders added: they are not the tool's answers", len(rows) - len(found))
     rows = found
-    bad: list[str] = []
+    warn_unreadable(rows, coders, path)
     codings = []
     models_of: dict[str, set[str]] = defaultdict(set)
     for row in rows:
@@ -90,14 +90,25 @@ def read_codings(path: str | Path) -> tuple[list[Coding], list[str]]:
                 marks[coder] = parse_code(row.get(coder))
             except ValueError:
                 marks[coder] = None
-                bad.append(f"row {row.get('_row')} {coder}={row.get(coder)!r}")
         question = str(row.get("question_id") or "").strip()
         stage = str(row.get("stage") or "").strip().lower()
         groups = row_groups(row, "normalized" if stage != "extractive" else stage, len(models_of[question]) > 1)
         codings.append(Coding(question, groups, stage, marks))
-    if bad:
-        logger.warning("skipped %d unreadable mark(s) (use yes/no): %s", len(bad), "; ".join(bad[:5]))
     return codings, coders
+
+
+def warn_unreadable(rows: Sequence[dict[str, Any]], coders: Sequence[str], source: str | Path) -> None:
+    """One warning for the marks :func:`parse_code` cannot read (a typo, an "x"): they are skipped, and a coder
+    should know which before trusting what was counted."""
+    bad = []
+    for row in rows:
+        for coder in coders:
+            try:
+                parse_code(row.get(coder))
+            except ValueError:
+                bad.append(f"row {row.get('_row')} {coder}={row.get(coder)!r}")
+    if bad:
+        logger.warning("%s: skipped %d unreadable mark(s) (use yes/no): %s", source, len(bad), "; ".join(bad[:5]))
 
 
 @dataclass

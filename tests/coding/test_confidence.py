@@ -249,3 +249,21 @@ def test_calibrate_refuses_a_sheet_of_another_corpus(tmp_path, coded_sheet, caps
     err = capsys.readouterr().err
     assert "2 paper(s) are not in the texts given: A, B" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_calibrate_names_the_marks_it_cannot_read(tmp_path, caplog):
+    """A mark such as "x" was dropped by `mlpsych calibrate` without a word (agree and adapt name it)."""
+    from mlpsych.cli import main
+
+    from .conftest import PAPER_A, answer_row, write_sheet
+
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text(json.dumps({"id": "A", "text": PAPER_A}) + "\n")
+    sheet = write_sheet(tmp_path / "coded.xlsx", [
+        answer_row("A", PAPER_A, "q1", "random forests", correct="yes"),
+        answer_row("A", PAPER_A, "q1", "grid search", correct="no"),
+        answer_row("A", PAPER_A, "q1", "caret", correct="x"),
+    ])
+    with caplog.at_level("WARNING"):
+        assert main(["calibrate", "--texts", str(texts), "--out", str(tmp_path / "c.json"), "--coded", str(sheet)]) == 0
+    assert "skipped 1 unreadable mark(s) (use yes/no): row 4 correct='x'" in caplog.text
