@@ -66,18 +66,27 @@ class Coding:
                       list(self.skipped))
 
 
+# Characters that print alike: a coder's spreadsheet turns typed quotes into typographic ones (LibreOffice's
+# autocorrect), ingest turns the paper's into ASCII ones, and a PDF's hyphen or dash is typed as "-".
+_ALIKE = ('"\u201c\u201d\u201e\u2033', "'\u2018\u2019\u201a\u2032\u02bc", "-\u2010\u2011\u2012\u2013\u2212")
+_ALIKE_CLASS = {char: "[" + re.escape(group) + "]" for group in _ALIKE for char in group}
+_QUOTES = _ALIKE[0] + _ALIKE[1]
+
+
 def locate(needle: str, text: str, near: int | None = None) -> tuple[int, int] | None:
-    """Char range of ``needle`` in ``text``: an exact occurrence, else one differing only in case and spacing;
-    the one nearest to ``near`` when it occurs several times. None when it is not in the text."""
+    """Char range of ``needle`` in ``text``: an exact occurrence, else one differing only in case, spacing and the
+    form of quotes and hyphens, else the same without quotes the coder put around it; the one nearest to ``near``
+    when it occurs several times. None when it is not in the text."""
     needle = needle.strip()
     if not needle:
         return None
     found = [(m.start(), m.end()) for m in re.finditer(re.escape(needle), text)]
     if not found:
-        loose = r"\s+".join(re.escape(word) for word in needle.split())
+        loose = r"\s+".join("".join(_ALIKE_CLASS.get(c) or re.escape(c) for c in word) for word in needle.split())
         found = [(m.start(), m.end()) for m in re.finditer(loose, text, flags=re.IGNORECASE)]
     if not found:
-        return None
+        unquoted = needle.strip(_QUOTES)
+        return locate(unquoted, text, near) if unquoted != needle else None
     return min(found, key=lambda span: abs(span[0] - near)) if near is not None else found[0]
 
 

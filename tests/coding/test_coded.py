@@ -102,3 +102,21 @@ def test_gold_with_a_span_without_text_is_one_error(tmp_path: Path, documents):
     path.write_text(json.dumps({"q1": {"A": [{"text": None}, None, "", "random forests"]}}), encoding="utf-8")
     coding = coding_from_gold(path, documents)  # blank answers (a TypeError before) say nothing
     assert [s.text for s in coding.spans] == ["random forests"] and not coding.skipped
+
+
+def test_a_correction_typed_with_other_quotes_or_hyphens_is_found(tmp_path: Path, documents):
+    """LibreOffice turns a coder's typed quotes into typographic ones, and ingest makes the paper's ASCII: such a
+    corrected answer was reported "not in the paper" and its correction lost; so was one the coder put in quotes."""
+    text = 'We used Ward\'s method and k-means, the "elbow" rule, and years 2018\u20132020.'
+    assert locate("Ward\u2019s method", text) == (8, 21)
+    assert locate("K\u2010means", text) == (26, 33)
+    assert locate("the \u201celbow\u201d rule", text) == (35, 51)
+    assert locate("2018-2020", text) == (63, 72)
+    assert locate("\u201cWard's method\u201d", text) == (8, 21)
+    assert locate('"elbow"', text) == (39, 46)  # quotes that are the paper's own stay in the span
+    assert locate("Ward\u2019s methods", text) is None
+    sheet = write_sheet(tmp_path / "s.xlsx", [
+        answer_row("A", PAPER_A, "q1", "Support", correct="no", corrected="\u201cSupport vector machines\u201d")])
+    coding = coding_from_sheets([sheet], documents)
+    assert ("Support vector machines", "corrected") in {(s.text, s.how) for s in coding.spans}
+    assert not coding.skipped
