@@ -28,7 +28,9 @@ logger = logging.getLogger(__name__)
 ALL = "all"
 _TRUE = {"yes", "y", "1", "true", "t", "✓", "✔", "☑", "correct", "right", "ok"}
 _FALSE = {"no", "n", "0", "false", "f", "✗", "✘", "❌", "incorrect", "wrong"}
-_CODER_COLUMN = re.compile(r"^correct(_.+)?$")
+# ``correct``, ``correct_2``, ``correct_maria``; a column a coder added by hand may read ``correct 2``, ``correct2``
+# or ``correct (maria)`` (but ``corrected_answer`` is no coder's).
+_CODER_COLUMN = re.compile(r"^correct(?:[\s_\-.]+\S.*|\d+)?$")
 
 
 def parse_code(value: Any) -> bool | None:

@@ -163,3 +163,17 @@ def test_answers_a_coder_added_are_not_counted_as_the_tools(tmp_path):
     assert precision[("all", "all", "")].n == 10
     assert not any(stage == "coder" for _, _, stage in precision)
     assert next(k for k in agree.kappa_table(codings, coders) if k.question == "all").n == 8
+
+
+def test_a_second_coder_column_named_by_hand_is_read(tmp_path):
+    """A second coder who added the column "Correct 2" (or "correct2", "correct (Maria)") was left out without a
+    word: one coder, no kappa."""
+    for name in ("Correct 2", "correct2", "correct (Maria)"):
+        path = _write(tmp_path)
+        book = openpyxl.load_workbook(path)
+        book["answers"].cell(row=1, column=9, value=name)
+        book.save(path)
+        codings, coders = agree.read_codings(path)
+        assert coders == ["correct", name.lower()]
+        assert next(k for k in agree.kappa_table(codings, coders) if k.question == "all").kappa == pytest.approx(7 / 15)
+    assert agree.coder_columns([{"correct": 1, "corrected_answer": "x", "correctness": 1}]) == ["correct"]
