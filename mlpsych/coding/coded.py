@@ -3,8 +3,9 @@
 A results sheet's ``answers`` rows carry the coder columns (``correct``, ``corrected_answer``, ``notes``): an
 answer marked correct is a positive span, a corrected answer is a positive span where the corrected text is found
 in the paper (near the original answer), an answer marked wrong without a correction is a negative, and rows whose
-``stage`` is ``coder`` (answers a coder added) are positives. Only the (paper, question) pairs a coder touched are
-used: a pair nobody coded says nothing about what is right. Gold in the ``mlpsych eval --gold`` format is coding
+``stage`` is ``coder`` (answers a coder added) are positives, or negatives once marked wrong (the review view's
+one way to withdraw one). Only the (paper, question) pairs a coder touched are used: a pair nobody coded says
+nothing about what is right. Gold in the ``mlpsych eval --gold`` format is coding
 of every answer of its papers: all its spans are positives.
 
 Every span is located in the paper's text (the offsets given when they still match it, else the text itself,
@@ -188,8 +189,8 @@ def _row_spans(row: dict[str, Any], documents: dict[str, Document], coding: Codi
     if placed is None:
         coding.skipped.append(f"{where}: answer {answer!r} is not in the paper; skipped")
         return out
-    how = "added" if added else ("accepted" if mark else "wrong")
-    correct = added or bool(mark)
+    correct = added if mark is None else mark  # an added answer marked wrong afterwards is withdrawn
+    how = "wrong" if not correct else ("added" if added else "accepted")
     out.append(CodedSpan(paper, question, doc.text[placed[0]:placed[1]], *placed, correct, how, entity))
     return out
 

@@ -120,3 +120,15 @@ def test_a_correction_typed_with_other_quotes_or_hyphens_is_found(tmp_path: Path
     coding = coding_from_sheets([sheet], documents)
     assert ("Support vector machines", "corrected") in {(s.text, s.how) for s in coding.spans}
     assert not coding.skipped
+
+
+def test_an_added_answer_marked_wrong_afterwards_is_not_learnt_as_right(tmp_path: Path, documents):
+    """The review view shows a coder's added answer with the same Correct? buttons, the only way to withdraw it:
+    marked "no", `mlpsych adapt` still trained it as an answer to find."""
+    sheet = write_sheet(tmp_path / "s.xlsx", [
+        answer_row("A", PAPER_A, "q1", "grid search", stage="coder", correct="no"),
+        answer_row("A", PAPER_A, "q1", "random forests", stage="coder"),
+        answer_row("A", PAPER_A, "q2", "caret", stage="coder", correct="yes"),
+    ])
+    spans = {(s.text, s.how, s.correct) for s in coding_from_sheets([sheet], documents).spans}
+    assert spans == {("grid search", "wrong", False), ("random forests", "added", True), ("caret", "added", True)}
