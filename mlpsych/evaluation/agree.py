@@ -4,9 +4,10 @@ A researcher marks each exported answer correct or not in the ``correct`` column
 ``correct_2`` or any ``correct_<name>``). Precision is the share of coded answers marked correct, by
 question, model and stage; an answer counts for the same table rows as in ``mlpsych eval`` (ensemble rows
 for ``combined``; a normalized answer for each model whose output held it and for ``combined``). The
-``all`` rows count each answer once. Answers a coder added (stage ``coder``, marked correct by the review view)
-are not the tool's answers and are left out: counted, they would raise its precision. Cohen's kappa is computed
-for every pair of coder columns over the answers both coded.
+``all`` rows count each answer once. An answer a coder corrected (``corrected_answer``, a second coder's
+``corrected_answer_2``) without marking it counts as marked wrong. Answers a coder added (stage ``coder``, marked
+correct by the review view) are not the tool's answers and are left out: counted, they would raise its precision.
+Cohen's kappa is computed for every pair of coder columns over the answers both coded.
 """
 
 from __future__ import annotations
@@ -86,17 +87,23 @@ def read_codings(path: str | Path) -> tuple[list[Coding], list[str]]:
     for row in rows:
         models_of[str(row.get("question_id") or "").strip()].update(parse_models(row.get("models")))
     for row in rows:
-        marks: dict[str, bool | None] = {}
-        for coder in coders:
-            try:
-                marks[coder] = parse_code(row.get(coder))
-            except ValueError:
-                marks[coder] = None
+        marks = {coder: _mark(row, coder) for coder in coders}
         question = str(row.get("question_id") or "").strip()
         stage = str(row.get("stage") or "").strip().lower()
         groups = row_groups(row, "normalized" if stage != "extractive" else stage, len(models_of[question]) > 1)
         codings.append(Coding(question, groups, stage, marks))
     return codings, coders
+
+
+def _mark(row: dict[str, Any], coder: str) -> bool | None:
+    """A coder's mark on a row (None: blank or unreadable). An answer the coder corrected and left unmarked, as the
+    review view leaves it, is one marked wrong: left out, the answers coders fixed would not lower precision."""
+    try:
+        mark = parse_code(row.get(coder))
+    except ValueError:
+        return None
+    corrected = row.get("corrected_answer" + coder[len("correct"):])
+    return False if mark is None and str(corrected or "").strip() else mark
 
 
 def warn_unreadable(rows: Sequence[dict[str, Any]], coders: Sequence[str], source: str | Path) -> None:

@@ -177,3 +177,21 @@ def test_a_second_coder_column_named_by_hand_is_read(tmp_path):
         assert coders == ["correct", name.lower()]
         assert next(k for k in agree.kappa_table(codings, coders) if k.question == "all").kappa == pytest.approx(7 / 15)
     assert agree.coder_columns([{"correct": 1, "corrected_answer": "x", "correctness": 1}]) == ["correct"]
+
+
+def test_an_answer_corrected_but_left_unmarked_counts_as_wrong(tmp_path):
+    """The review view writes a correction without a mark: `mlpsych agree` left such answers out of precision, so
+    the answers coders had to fix did not lower it (and the calibrator counts them as wrong)."""
+    path = _write(tmp_path)
+    book = openpyxl.load_workbook(path)
+    sheet = book["answers"]
+    sheet.append(["p1", "q2", "an answer", "extractive", "deberta", None, "the right answer", None, None])
+    sheet.append(["p1", "q2", "an answer", "extractive", "deberta", "yes", "the right answer", None, None])
+    sheet.cell(row=1, column=10, value="corrected_answer_2")
+    sheet.cell(row=2, column=10, value="the right answer")  # row 1: the second coder marked it yes and corrected
+    book.save(path)
+    codings, coders = agree.read_codings(path)
+    precision = {(r.question, r.model, r.stage): r for r in agree.precision_table(codings, coders)}
+    deberta = precision[("q2", "deberta", "extractive")]
+    assert deberta.coded["correct"] == 4 and deberta.precision["correct"] == pytest.approx(2 / 4)
+    assert precision[("q1", "deberta", "extractive")].precision["correct_2"] == pytest.approx(1.0)  # a mark wins
