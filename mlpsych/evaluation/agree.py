@@ -27,8 +27,10 @@ from mlpsych.evaluation.evaluate import EvalInputError, parse_models, read_sheet
 logger = logging.getLogger(__name__)
 
 ALL = "all"
-_TRUE = {"yes", "y", "1", "true", "t", "✓", "✔", "☑", "correct", "right", "ok"}
-_FALSE = {"no", "n", "0", "false", "f", "✗", "✘", "❌", "incorrect", "wrong"}
+_TRUE = {"yes", "y", "1", "true", "t", "✓", "✔", "☑", "✅", "correct", "right", "ok"}
+_FALSE = {"no", "n", "0", "false", "f", "✗", "✘", "❌", "❎", "✖", "☒", "incorrect", "wrong"}
+# An emoji picker types "✔️" as the mark and a variation selector (U+FE0F) asking for its colour form: dropped.
+_NO_VARIATION = str.maketrans("", "", "\ufe0e\ufe0f")
 # ``correct``, ``correct_2``, ``correct_maria``; a column a coder added by hand may read ``correct 2``, ``correct2``
 # or ``correct (maria)`` (but ``corrected_answer`` is no coder's).
 _CODER_COLUMN = re.compile(r"^correct(?:[\s_\-.]+\S.*|\d+)?$")
@@ -44,7 +46,7 @@ def parse_code(value: Any) -> bool | None:
         if value in (0, 1):
             return bool(value)
         raise ValueError(value)
-    text = str(value).strip().lower().rstrip(".")
+    text = str(value).translate(_NO_VARIATION).strip().lower().rstrip(".")
     if not text:
         return None
     if text in _TRUE:

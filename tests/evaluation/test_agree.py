@@ -195,3 +195,11 @@ def test_an_answer_corrected_but_left_unmarked_counts_as_wrong(tmp_path):
     deberta = precision[("q2", "deberta", "extractive")]
     assert deberta.coded["correct"] == 4 and deberta.precision["correct"] == pytest.approx(2 / 4)
     assert precision[("q1", "deberta", "extractive")].precision["correct_2"] == pytest.approx(1.0)  # a mark wins
+
+
+def test_marks_typed_from_an_emoji_picker_are_read():
+    """"✔️" (the check mark and U+FE0F) and "✅" were unreadable marks, skipped, where "❌" was read."""
+    for value in ("✔\ufe0f", "✅", "☑\ufe0f", " ✓\ufe0e "):
+        assert agree.parse_code(value) is True, value
+    for value in ("❌", "❎", "✖\ufe0f", "☒"):
+        assert agree.parse_code(value) is False, value
