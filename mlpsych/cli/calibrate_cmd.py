@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             data = cf.labelled(rows, texts, kinds, lambda row, item: cf.gold_label(item, gold, unanswerable))
             fitted_on = {"gold": str(args.gold), "run": str(args.pred)}
         else:
-            rows = [r for sheet in args.coded for r in _sheet_rows(sheet, texts)]
+            rows = cf.merged_sheets([_sheet_rows(sheet, texts) for sheet in args.coded])
             data = cf.labelled(rows, texts, kinds, lambda row, item: cf.sheet_label(row))
             fitted_on = {"coded": [str(s) for s in args.coded]}
     except EvalInputError as error:
