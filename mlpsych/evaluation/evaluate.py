@@ -216,6 +216,7 @@ def read_sheet(path: str | Path, sheet: str, required: bool = True) -> list[dict
         if not header:
             return []
         names = [str(h).strip().lower() if h is not None else "" for h in header]
+        _refuse_twice_named(names, path, sheet)
         rows = []
         for number, cells in enumerate(values, 2):
             if cells is None or all(c is None or str(c).strip() == "" for c in cells):
@@ -226,6 +227,22 @@ def read_sheet(path: str | Path, sheet: str, required: bool = True) -> list[dict
         return rows
     finally:
         book.close()
+
+
+def _refuse_twice_named(names: Sequence[str], path: str | Path, sheet: str) -> None:
+    """A column name typed twice (a second coder's ``correct`` beside the first's): one would silently replace the
+    other, so the sheet is refused, naming the columns."""
+    from openpyxl.utils import get_column_letter
+
+    letters: dict[str, list[str]] = defaultdict(list)
+    for number, name in enumerate(names, 1):
+        if name:
+            letters[name].append(get_column_letter(number))
+    twice = {name: found for name, found in letters.items() if len(found) > 1}
+    if twice:
+        where = "; ".join(f"{name!r} in columns {' and '.join(found)}" for name, found in twice.items())
+        raise EvalInputError(f"{path}: sheet {sheet!r} has two columns named alike ({where}): rename one (a second "
+                             "coder's marks go in correct_2)")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -203,3 +203,13 @@ def test_marks_typed_from_an_emoji_picker_are_read():
         assert agree.parse_code(value) is True, value
     for value in ("❌", "❎", "✖\ufe0f", "☒"):
         assert agree.parse_code(value) is False, value
+
+
+def test_a_second_coder_column_named_like_the_first_is_refused(tmp_path):
+    """A second coder who named the added column "correct" too silently replaced the first coder's marks."""
+    path = _write(tmp_path)
+    book = openpyxl.load_workbook(path)
+    book["answers"].cell(row=1, column=9, value="Correct")
+    book.save(path)
+    with pytest.raises(UserError, match=r"two columns named alike \('correct' in columns F and I\): rename one"):
+        _run_cli(["agree", str(path)])
