@@ -28,6 +28,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from mlpsych.cli.ingest_cmd import ingest_from_args
     from mlpsych.coding import confidence as cf
+    from mlpsych.coding.coded import check_papers, row_papers
     from mlpsych.errors import EvalInputError, QuestionFileError
     from mlpsych.evaluation import evaluate as ev
     from mlpsych.questions import load_question_sets
@@ -47,10 +48,11 @@ def run(args: argparse.Namespace) -> int:
             gold = ev.load_gold(args.gold)
             unanswerable = [q.strip() for q in args.unanswerable.split(",") if q.strip()]
             rows = ev.load_predictions(args.pred)
+            check_papers(row_papers(rows), texts, str(args.pred))
             data = cf.labelled(rows, texts, kinds, lambda row, item: cf.gold_label(item, gold, unanswerable))
             fitted_on = {"gold": str(args.gold), "run": str(args.pred)}
         else:
-            rows = [r for sheet in args.coded for r in ev.read_sheet(sheet, "answers")]
+            rows = cf.merged_sheets([_sheet_rows(sheet, texts) for sheet in args.coded])
             data = cf.labelled(rows, texts, kinds, lambda row, item: cf.sheet_label(row))
             fitted_on = {"coded": [str(s) for s in args.coded]}
     except EvalInputError as error:
@@ -65,3 +67,16 @@ def run(args: argparse.Namespace) -> int:
     print(f"in sample: {cf.report(calibrator.predict(data.x), data.y).line()}")
     print(f"calibrator written to {args.out} (use it with `mlpsych run --calibrator {args.out}`)")
     return 0
+
+
+def _sheet_rows(sheet: Path, texts: dict[str, str]) -> list[dict]:
+    """A coded sheet's answer rows; a sheet of another corpus (or the wrong --texts) is refused, as `mlpsych adapt`
+    refuses it: fitted anyway, every answer would look absent from its paper. Unreadable marks are named."""
+    from mlpsych.coding.coded import check_papers, row_papers
+    from mlpsych.evaluation.agree import warn_unreadable
+    from mlpsych.evaluation.evaluate import read_sheet
+
+    rows = read_sheet(sheet, "answers")
+    check_papers(row_papers(rows), texts, str(sheet))
+    warn_unreadable(rows, ["correct"], sheet)
+    return rows

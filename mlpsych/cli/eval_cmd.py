@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--bootstrap must be 0 or more")
     if not 0.0 <= args.threshold <= 1.0:
         raise UserError("--threshold must lie between 0 and 1")
+    if args.out:
+        _check_out(args.out)
     try:
         gold = ev.load_gold(args.gold)
         texts = _corpus(args.texts) if args.texts else None
@@ -110,6 +112,16 @@ def _similarity(args: argparse.Namespace, gold, rows):
         raise UserError(f"{str(error).splitlines()[0]} (or use --no-similar)") from None
 
 
+def _check_out(out: Path) -> None:
+    """Before any scoring: ``--out results.xlsx`` is a file name the tables cannot be written as, not a folder to
+    make (it was made, holding eval.csv and eval.md)."""
+    if out.suffix.lower() in (".csv", ".md") or out.is_dir():
+        return
+    if out.exists() or out.suffix:
+        raise UserError(f"--out {out}: give a .csv or .md file name, or a folder (a new one: a name without an "
+                        "extension)")
+
+
 def _write(out: Path, markdown: str, csv_text: str) -> None:
     suffix = out.suffix.lower()
     if suffix in (".csv", ".md"):
@@ -117,8 +129,6 @@ def _write(out: Path, markdown: str, csv_text: str) -> None:
         out.write_text(csv_text if suffix == ".csv" else markdown, encoding="utf-8")
         log.info("wrote %s", out)
         return
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: give a .csv or .md file name or a folder")
     out.mkdir(parents=True, exist_ok=True)
     (out / "eval.csv").write_text(csv_text, encoding="utf-8")
     (out / "eval.md").write_text(markdown, encoding="utf-8")

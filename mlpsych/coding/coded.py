@@ -3,8 +3,9 @@
 A results sheet's ``answers`` rows carry the coder columns (``correct``, ``corrected_answer``, ``notes``): an
 answer marked correct is a positive span, a corrected answer is a positive span where the corrected text is found
 in the paper (near the original answer), an answer marked wrong without a correction is a negative, and rows whose
-``stage`` is ``coder`` (answers a coder added) are positives. Only the (paper, question) pairs a coder touched are
-used: a pair nobody coded says nothing about what is right. Gold in the ``mlpsych eval --gold`` format is coding
+``stage`` is ``coder`` (answers a coder added) are positives, or negatives once marked wrong (the review view's
+one way to withdraw one). Only the (paper, question) pairs a coder touched are used: a pair nobody coded says
+nothing about what is right. Gold in the ``mlpsych eval --gold`` format is coding
 of every answer of its papers: all its spans are positives.
 
 Every span is located in the paper's text (the offsets given when they still match it, else the text itself,
@@ -66,18 +67,27 @@ class Coding:
                       list(self.skipped))
 
 
+# Characters that print alike: a coder's spreadsheet turns typed quotes into typographic ones (LibreOffice's
+# autocorrect), ingest turns the paper's into ASCII ones, and a PDF's hyphen or dash is typed as "-".
+_ALIKE = ('"\u201c\u201d\u201e\u2033', "'\u2018\u2019\u201a\u2032\u02bc", "-\u2010\u2011\u2012\u2013\u2212")
+_ALIKE_CLASS = {char: "[" + re.escape(group) + "]" for group in _ALIKE for char in group}
+_QUOTES = _ALIKE[0] + _ALIKE[1]
+
+
 def locate(needle: str, text: str, near: int | None = None) -> tuple[int, int] | None:
-    """Char range of ``needle`` in ``text``: an exact occurrence, else one differing only in case and spacing;
-    the one nearest to ``near`` when it occurs several times. None when it is not in the text."""
+    """Char range of ``needle`` in ``text``: an exact occurrence, else one differing only in case, spacing and the
+    form of quotes and hyphens, else the same without quotes the coder put around it; the one nearest to ``near``
+    when it occurs several times. None when it is not in the text."""
     needle = needle.strip()
     if not needle:
         return None
     found = [(m.start(), m.end()) for m in re.finditer(re.escape(needle), text)]
     if not found:
-        loose = r"\s+".join(re.escape(word) for word in needle.split())
+        loose = r"\s+".join("".join(_ALIKE_CLASS.get(c) or re.escape(c) for c in word) for word in needle.split())
         found = [(m.start(), m.end()) for m in re.finditer(loose, text, flags=re.IGNORECASE)]
     if not found:
-        return None
+        unquoted = needle.strip(_QUOTES)
+        return locate(unquoted, text, near) if unquoted != needle else None
     return min(found, key=lambda span: abs(span[0] - near)) if near is not None else found[0]
 
 
@@ -99,8 +109,14 @@ def _place(text: str, doc: Document, start: Any, end: Any) -> tuple[int, int] | 
     return locate(text, doc.text, a)
 
 
-def _check_papers(papers: Iterable[str], documents: dict[str, Document], source: str) -> None:
-    """Every paper must be in TEXTS: a sheet of another corpus is one error naming its papers."""
+def row_papers(rows: Iterable[dict[str, Any]]) -> set[str]:
+    """The papers a sheet's (or a run's) rows name; a row with its paper_id left blank names none."""
+    return {str(r.get("paper_id") or "").strip() for r in rows} - {""}
+
+
+def check_papers(papers: Iterable[str], documents: Iterable[str], source: str) -> None:
+    """Every paper must be in TEXTS (``documents``: the ids): a sheet of another corpus is one error naming its
+    papers."""
     missing = sorted(set(papers) - set(documents))
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
@@ -121,7 +137,7 @@ def coding_from_sheets(paths: Sequence[str | Path], documents: dict[str, Documen
         rows = read_sheet(path, "answers")
         if rows and "correct" not in rows[0]:
             raise EvalInputError(f"{path}: sheet 'answers' has no 'correct' column (is it a results sheet?)")
-        _check_papers({str(r.get("paper_id") or "").strip() for r in rows} - {""}, documents, str(path))
+        check_papers(row_papers(rows), documents, str(path))
         for row in rows:
             for span in _row_spans(row, documents, coding, Path(path).name, parse_code):
                 key = (span.paper_id, span.question_id, span.start, span.end, span.bridge_entity)
@@ -152,6 +168,10 @@ def _row_spans(row: dict[str, Any], documents: dict[str, Document], coding: Codi
     added = stage == CODER_STAGE
     if mark is None and not corrected and not added:
         return []
+    if not paper or not question:  # a row typed in by hand with a field left blank: nothing to tie it to
+        blank = " and ".join(name for name, value in (("paper_id", paper), ("question_id", question)) if not value)
+        coding.skipped.append(f"{where}: coded, but its {blank} is blank; skipped")
+        return []
     coding.pairs.add((paper, question))
     doc = documents[paper]
     out = []
@@ -169,8 +189,8 @@ def _row_spans(row: dict[str, Any], documents: dict[str, Document], coding: Codi
     if placed is None:
         coding.skipped.append(f"{where}: answer {answer!r} is not in the paper; skipped")
         return out
-    how = "added" if added else ("accepted" if mark else "wrong")
-    correct = added or bool(mark)
+    correct = added if mark is None else mark  # an added answer marked wrong afterwards is withdrawn
+    how = "wrong" if not correct else ("added" if added else "accepted")
     out.append(CodedSpan(paper, question, doc.text[placed[0]:placed[1]], *placed, correct, how, entity))
     return out
 
@@ -180,7 +200,7 @@ def coding_from_gold(path: str | Path, documents: dict[str, Document], unanswera
     """Labelled spans from hand-coded gold (``{question: {paper: [{start, end, text}]}}``, as ``mlpsych eval
     --gold`` reads): each paper of the ``anchor`` question is coded for every question it has gold for, and for
     the ``unanswerable`` questions also where it has none (its answer is "nothing")."""
-    from mlpsych.evaluation.evaluate import evaluation_papers
+    from mlpsych.evaluation.evaluate import evaluation_papers, gold_from_dict
     from mlpsych.ingest.textnorm import normalize_text
 
     path = Path(path)
@@ -190,17 +210,19 @@ def coding_from_gold(path: str | Path, documents: dict[str, Document], unanswera
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise EvalInputError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise EvalInputError(f"{path}: expected {{question_id: {{paper_id: [spans]}}}}")
+    gold_from_dict(data, str(path))  # the shape, checked as `mlpsych eval` checks it
     gold = {q: {normalize_text(str(p)): spans or [] for p, spans in papers.items()} for q, papers in data.items()}
-    _check_papers({p for papers in gold.values() for p in papers}, documents, str(path))
+    check_papers({p for papers in gold.values() for p in papers}, documents, str(path))
     coding = Coding()
     for question in gold:
         for paper in evaluation_papers(gold, question, unanswerable, anchor):
             coding.pairs.add((paper, question))
             doc = documents[paper]
             for span in gold[question].get(paper, []):
-                text = normalize_text(span["text"] if isinstance(span, dict) else str(span))
+                raw = span["text"] if isinstance(span, dict) else span
+                text = normalize_text("" if raw is None else str(raw))
+                if not text.strip():
+                    continue  # a blank gold answer, dropped as `mlpsych eval` drops it
                 start = span.get("start") if isinstance(span, dict) else None
                 placed = _place(text, doc, start, span.get("end") if isinstance(span, dict) else None)
                 if placed is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import logging
 import math
 import re
 from collections import defaultdict
@@ -28,6 +29,8 @@ import numpy as np
 from mlpsych.answers import AnswerStage
 from mlpsych.errors import UserError
 from mlpsych.evaluation.metrics import token_f1
+
+log = logging.getLogger(__name__)
 
 
 class CalibratorError(UserError):
@@ -304,6 +307,36 @@ def sheet_label(row: dict[str, Any]) -> bool | None:
     if corrected:
         return False
     return mark
+
+
+def merged_sheets(sheets: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The answer rows of several coded sheets, an answer in more than one of them once: copies of one run's sheet
+    coded by different coders (or each coding some papers) would count it twice and double the size of its list,
+    a feature. The coded copy of a row wins over an uncoded one; two verdicts that differ leave it unlabelled (as
+    `mlpsych adapt` leaves such a span out)."""
+    rows: list[dict[str, Any]] = []
+    found: dict[tuple, tuple[int, int]] = {}  # answer -> (its index in rows, the sheet it came from)
+    disputed: set[tuple] = set()
+    for number, sheet in enumerate(sheets):
+        for row in sheet:
+            key = tuple(str(row.get(k) or "").strip() for k in ("paper_id", "question_id", "bridge_entity", "stage",
+                                                                "answer", "start"))
+            index, origin = found.get(key, (len(rows), number))
+            if origin == number:  # a new answer, or one this sheet itself holds twice
+                found.setdefault(key, (len(rows), number))
+                rows.append(row)
+                continue
+            first, other = sheet_label(rows[index]), sheet_label(row)
+            if key in disputed or other is None:
+                continue
+            if first is None:
+                rows[index] = row
+            elif other != first:
+                rows[index] = {**rows[index], "correct": None, "corrected_answer": None}
+                disputed.add(key)
+    if disputed:
+        log.warning("%d answer(s) marked differently in two sheets are left out", len(disputed))
+    return rows
 
 
 @dataclass

@@ -4,8 +4,10 @@ A researcher marks each exported answer correct or not in the ``correct`` column
 ``correct_2`` or any ``correct_<name>``). Precision is the share of coded answers marked correct, by
 question, model and stage; an answer counts for the same table rows as in ``mlpsych eval`` (ensemble rows
 for ``combined``; a normalized answer for each model whose output held it and for ``combined``). The
-``all`` rows count each answer once. Cohen's kappa is computed for every pair of coder columns over the
-answers both coded.
+``all`` rows count each answer once. An answer a coder corrected (``corrected_answer``, a second coder's
+``corrected_answer_2``) without marking it counts as marked wrong. Answers a coder added (stage ``coder``, marked
+correct by the review view) are not the tool's answers and are left out: counted, they would raise its precision.
+Cohen's kappa is computed for every pair of coder columns over the answers both coded.
 """
 
 from __future__ import annotations
@@ -19,14 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from mlpsych.answers import AnswerStage
 from mlpsych.evaluation.evaluate import EvalInputError, parse_models, read_sheet, row_groups
 
 logger = logging.getLogger(__name__)
 
 ALL = "all"
-_TRUE = {"yes", "y", "1", "true", "t", "✓", "✔", "☑", "correct", "right", "ok"}
-_FALSE = {"no", "n", "0", "false", "f", "✗", "✘", "❌", "incorrect", "wrong"}
-_CODER_COLUMN = re.compile(r"^correct(_.+)?$")
+_TRUE = {"yes", "y", "1", "true", "t", "✓", "✔", "☑", "✅", "correct", "right", "ok"}
+_FALSE = {"no", "n", "0", "false", "f", "✗", "✘", "❌", "❎", "✖", "☒", "incorrect", "wrong"}
+# An emoji picker types "✔️" as the mark and a variation selector (U+FE0F) asking for its colour form: dropped.
+_NO_VARIATION = str.maketrans("", "", "\ufe0e\ufe0f")
+# ``correct``, ``correct_2``, ``correct_maria``; a column a coder added by hand may read ``correct 2``, ``correct2``
+# or ``correct (maria)`` (but ``corrected_answer`` is no coder's).
+_CODER_COLUMN = re.compile(r"^correct(?:[\s_\-.]+\S.*|\d+)?$")
 
 
 def parse_code(value: Any) -> bool | None:
@@ -39,7 +46,7 @@ def parse_code(value: Any) -> bool | None:
         if value in (0, 1):
             return bool(value)
         raise ValueError(value)
-    text = str(value).strip().lower().rstrip(".")
+    text = str(value).translate(_NO_VARIATION).strip().lower().rstrip(".")
     if not text:
         return None
     if text in _TRUE:
@@ -66,31 +73,53 @@ class Coding:
 
 
 def read_codings(path: str | Path) -> tuple[list[Coding], list[str]]:
-    """Codings of the "answers" sheet and the coder columns found; unreadable marks are skipped with a warning."""
+    """Codings of the "answers" sheet and the coder columns found; unreadable marks are skipped with a warning,
+    answers a coder added are left out (the module docstring says why)."""
     rows = read_sheet(path, "answers")
     coders = coder_columns(rows)
     if not coders:
         raise EvalInputError(f"{path}: sheet 'answers' has no 'correct' column to read codes from")
-    bad: list[str] = []
+    found = [r for r in rows if str(r.get("stage") or "").strip().lower() != AnswerStage.CODER.value]
+    if len(found) < len(rows):
+        logger.info("left out %d answer(s) coders added: they are not the tool's answers", len(rows) - len(found))
+    rows = found
+    warn_unreadable(rows, coders, path)
     codings = []
     models_of: dict[str, set[str]] = defaultdict(set)
     for row in rows:
         models_of[str(row.get("question_id") or "").strip()].update(parse_models(row.get("models")))
     for row in rows:
-        marks: dict[str, bool | None] = {}
-        for coder in coders:
-            try:
-                marks[coder] = parse_code(row.get(coder))
-            except ValueError:
-                marks[coder] = None
-                bad.append(f"row {row.get('_row')} {coder}={row.get(coder)!r}")
+        marks = {coder: _mark(row, coder) for coder in coders}
         question = str(row.get("question_id") or "").strip()
         stage = str(row.get("stage") or "").strip().lower()
         groups = row_groups(row, "normalized" if stage != "extractive" else stage, len(models_of[question]) > 1)
         codings.append(Coding(question, groups, stage, marks))
-    if bad:
-        logger.warning("skipped %d unreadable mark(s) (use yes/no): %s", len(bad), "; ".join(bad[:5]))
     return codings, coders
+
+
+def _mark(row: dict[str, Any], coder: str) -> bool | None:
+    """A coder's mark on a row (None: blank or unreadable). An answer the coder corrected and left unmarked, as the
+    review view leaves it, is one marked wrong: left out, the answers coders fixed would not lower precision."""
+    try:
+        mark = parse_code(row.get(coder))
+    except ValueError:
+        return None
+    corrected = row.get("corrected_answer" + coder[len("correct"):])
+    return False if mark is None and str(corrected or "").strip() else mark
+
+
+def warn_unreadable(rows: Sequence[dict[str, Any]], coders: Sequence[str], source: str | Path) -> None:
+    """One warning for the marks :func:`parse_code` cannot read (a typo, an "x"): they are skipped, and a coder
+    should know which before trusting what was counted."""
+    bad = []
+    for row in rows:
+        for coder in coders:
+            try:
+                parse_code(row.get(coder))
+            except ValueError:
+                bad.append(f"row {row.get('_row')} {coder}={row.get(coder)!r}")
+    if bad:
+        logger.warning("%s: skipped %d unreadable mark(s) (use yes/no): %s", source, len(bad), "; ".join(bad[:5]))
 
 
 @dataclass

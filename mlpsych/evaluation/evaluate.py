@@ -95,9 +95,25 @@ def gold_from_dict(data: Any, source: str = "gold") -> dict[str, dict[str, list[
     for question, papers in data.items():
         gold[question] = {}
         for paper, spans in papers.items():
-            texts = [s["text"] if isinstance(s, dict) else str(s) for s in spans or []]
-            gold[question][normalize_text(str(paper))] = [normalize_text(t) if isinstance(t, str) else t for t in texts]
+            texts = gold_texts(spans, f"{source}: {question} {paper}")
+            gold[question][normalize_text(str(paper))] = [normalize_text(t) for t in texts]
     return gold
+
+
+def gold_texts(spans: Any, where: str) -> list[str]:
+    """A paper's gold list as its answer texts (a span is ``{"text": ...}`` or the text itself). A hand-written
+    gold file's slip (one string for the list, a span without ``text``) is an error naming the question and paper:
+    a string read as a list would be scored one character at a time."""
+    if spans is None:
+        return []
+    if not isinstance(spans, list):
+        raise EvalInputError(f"{where}: expected a list of answers ([{{\"text\": ...}}] or [\"...\"]), "
+                             f"not {type(spans).__name__} {str(spans)[:60]!r}")
+    missing = [s for s in spans if isinstance(s, dict) and "text" not in s]
+    if missing:
+        raise EvalInputError(f"{where}: an answer without \"text\": {str(missing[0])[:80]}")
+    texts = (s["text"] if isinstance(s, dict) else s for s in spans)
+    return [str(t) for t in texts if t is not None]
 
 
 def _read_json(path: str | Path) -> Any:
@@ -200,6 +216,7 @@ def read_sheet(path: str | Path, sheet: str, required: bool = True) -> list[dict
         if not header:
             return []
         names = [str(h).strip().lower() if h is not None else "" for h in header]
+        _refuse_twice_named(names, path, sheet)
         rows = []
         for number, cells in enumerate(values, 2):
             if cells is None or all(c is None or str(c).strip() == "" for c in cells):
@@ -210,6 +227,22 @@ def read_sheet(path: str | Path, sheet: str, required: bool = True) -> list[dict
         return rows
     finally:
         book.close()
+
+
+def _refuse_twice_named(names: Sequence[str], path: str | Path, sheet: str) -> None:
+    """A column name typed twice (a second coder's ``correct`` beside the first's): one would silently replace the
+    other, so the sheet is refused, naming the columns."""
+    from openpyxl.utils import get_column_letter
+
+    letters: dict[str, list[str]] = defaultdict(list)
+    for number, name in enumerate(names, 1):
+        if name:
+            letters[name].append(get_column_letter(number))
+    twice = {name: found for name, found in letters.items() if len(found) > 1}
+    if twice:
+        where = "; ".join(f"{name!r} in columns {' and '.join(found)}" for name, found in twice.items())
+        raise EvalInputError(f"{path}: sheet {sheet!r} has two columns named alike ({where}): rename one (a second "
+                             "coder's marks go in correct_2)")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -76,3 +76,59 @@ def test_gold_spans_are_positives_and_unanswerable_papers_are_coded(tmp_path: Pa
     a = next(s for s in coding.spans if s.paper_id == "A")
     assert (a.start, a.end) == (start, start + 14)
     assert any("not in this paper" in line for line in coding.skipped)
+
+
+def test_a_coded_row_without_paper_or_question_is_reported_not_a_crash(tmp_path: Path, documents):
+    """A row a coder typed in by hand and left the paper_id blank crashed `mlpsych adapt` with KeyError ''."""
+    sheet = write_sheet(tmp_path / "s.xlsx", [
+        answer_row("", PAPER_A, "q1", "random forests", correct="yes", stage="coder"),
+        answer_row("A", PAPER_A, None, "grid search", correct="no"),
+        answer_row("B", PAPER_B, "q2", "gensim", correct="yes"),
+    ])
+    coding = coding_from_sheets([sheet], documents)
+    assert [(s.paper_id, s.text) for s in coding.spans] == [("B", "gensim")]
+    assert coding.pairs == {("B", "q2")}
+    assert any("row 2" in line and "paper_id is blank" in line for line in coding.skipped)
+    assert any("row 3" in line and "question_id is blank" in line for line in coding.skipped)
+
+
+def test_gold_with_a_span_without_text_is_one_error(tmp_path: Path, documents):
+    """`mlpsych adapt --gold` stopped with KeyError 'text' on a hand-written span holding offsets only, and with a
+    TypeError on one whose text is null."""
+    path = tmp_path / "gold.json"
+    path.write_text(json.dumps({"q1": {"A": [{"start": 0, "end": 5}]}}), encoding="utf-8")
+    with pytest.raises(EvalInputError, match="q1 A: an answer without \"text\""):
+        coding_from_gold(path, documents)
+    path.write_text(json.dumps({"q1": {"A": [{"text": None}, None, "", "random forests"]}}), encoding="utf-8")
+    coding = coding_from_gold(path, documents)  # blank answers (a TypeError before) say nothing
+    assert [s.text for s in coding.spans] == ["random forests"] and not coding.skipped
+
+
+def test_a_correction_typed_with_other_quotes_or_hyphens_is_found(tmp_path: Path, documents):
+    """LibreOffice turns a coder's typed quotes into typographic ones, and ingest makes the paper's ASCII: such a
+    corrected answer was reported "not in the paper" and its correction lost; so was one the coder put in quotes."""
+    text = 'We used Ward\'s method and k-means, the "elbow" rule, and years 2018\u20132020.'
+    assert locate("Ward\u2019s method", text) == (8, 21)
+    assert locate("K\u2010means", text) == (26, 33)
+    assert locate("the \u201celbow\u201d rule", text) == (35, 51)
+    assert locate("2018-2020", text) == (63, 72)
+    assert locate("\u201cWard's method\u201d", text) == (8, 21)
+    assert locate('"elbow"', text) == (39, 46)  # quotes that are the paper's own stay in the span
+    assert locate("Ward\u2019s methods", text) is None
+    sheet = write_sheet(tmp_path / "s.xlsx", [
+        answer_row("A", PAPER_A, "q1", "Support", correct="no", corrected="\u201cSupport vector machines\u201d")])
+    coding = coding_from_sheets([sheet], documents)
+    assert ("Support vector machines", "corrected") in {(s.text, s.how) for s in coding.spans}
+    assert not coding.skipped
+
+
+def test_an_added_answer_marked_wrong_afterwards_is_not_learnt_as_right(tmp_path: Path, documents):
+    """The review view shows a coder's added answer with the same Correct? buttons, the only way to withdraw it:
+    marked "no", `mlpsych adapt` still trained it as an answer to find."""
+    sheet = write_sheet(tmp_path / "s.xlsx", [
+        answer_row("A", PAPER_A, "q1", "grid search", stage="coder", correct="no"),
+        answer_row("A", PAPER_A, "q1", "random forests", stage="coder"),
+        answer_row("A", PAPER_A, "q2", "caret", stage="coder", correct="yes"),
+    ])
+    spans = {(s.text, s.how, s.correct) for s in coding_from_sheets([sheet], documents).spans}
+    assert spans == {("grid search", "wrong", False), ("random forests", "added", True), ("caret", "added", True)}

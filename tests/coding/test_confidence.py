@@ -235,3 +235,69 @@ def test_calibrate_command_on_a_coded_sheet(tmp_path, coded_sheet, capsys):
     bad.write_text("[]")
     assert main(["run", str(texts), "--calibrator", str(bad), "--out", str(tmp_path / "r.xlsx")]) == 2
     assert "--calibrator: calibrator" in capsys.readouterr().err
+
+
+def test_calibrate_refuses_a_sheet_of_another_corpus(tmp_path, coded_sheet, capsys):
+    """With the wrong --texts, `mlpsych calibrate` fitted and wrote a calibrator anyway, on answers it then took to
+    be absent from their papers; `mlpsych adapt` refused the same sheet. Now both refuse, naming the papers."""
+    from mlpsych.cli import main
+
+    texts = tmp_path / "other.jsonl"
+    texts.write_text(json.dumps({"id": "Z", "text": "Another corpus: random forests in R."}) + "\n")
+    out = tmp_path / "study.json"
+    assert main(["calibrate", "--texts", str(texts), "--out", str(out), "--coded", str(coded_sheet)]) == 2
+    err = capsys.readouterr().err
+    assert "2 paper(s) are not in the texts given: A, B" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_calibrate_names_the_marks_it_cannot_read(tmp_path, caplog):
+    """A mark such as "x" was dropped by `mlpsych calibrate` without a word (agree and adapt name it)."""
+    from mlpsych.cli import main
+
+    from .conftest import PAPER_A, answer_row, write_sheet
+
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text(json.dumps({"id": "A", "text": PAPER_A}) + "\n")
+    sheet = write_sheet(tmp_path / "coded.xlsx", [
+        answer_row("A", PAPER_A, "q1", "random forests", correct="yes"),
+        answer_row("A", PAPER_A, "q1", "grid search", correct="no"),
+        answer_row("A", PAPER_A, "q1", "caret", correct="x"),
+    ])
+    with caplog.at_level("WARNING"):
+        assert main(["calibrate", "--texts", str(texts), "--out", str(tmp_path / "c.json"), "--coded", str(sheet)]) == 0
+    assert "skipped 1 unreadable mark(s) (use yes/no): row 4 correct='x'" in caplog.text
+
+
+def test_copies_of_a_sheet_coded_by_two_coders_count_each_answer_once():
+    """Two coders each coding some papers in their own copy of the run's sheet: `mlpsych calibrate --coded A B`
+    read every answer twice, doubling the size of every list (a feature) and the answers coded both times."""
+    from .conftest import HEADER, PAPER_A, answer_row
+
+    def rows(marks):
+        return [dict(zip(HEADER, answer_row("A", PAPER_A, q, a, correct=m)), _row=i + 2)
+                for i, (q, a, m) in enumerate(zip(("q1", "q1", "q2", "q2"), ("random forests", "grid search",
+                                                                              "caret", "R"), marks))]
+
+    whole = cf.labelled(rows(["yes", "no", "yes", None]), {"A": PAPER_A}, {}, lambda row, item: cf.sheet_label(row))
+    first, second = rows(["yes", "no", None, None]), rows([None, None, "yes", None])
+    merged = cf.labelled(cf.merged_sheets([first, second]), {"A": PAPER_A}, {},
+                         lambda row, item: cf.sheet_label(row))
+    assert np.array_equal(merged.x, whole.x) and list(merged.y) == list(whole.y) == [True, False, True]
+    disputed = cf.merged_sheets([first, rows(["no", "no", None, None])])
+    assert [cf.sheet_label(r) for r in disputed] == [None, False, None, None]
+
+
+def test_calibrate_given_the_same_coding_twice_fits_it_once(tmp_path, coded_sheet, capsys):
+    """A sheet given twice (or two coders' copies agreeing) fitted 10 answers of the 5 coded."""
+    from mlpsych.cli import main
+
+    from .conftest import PAPER_A, PAPER_B
+
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in (("A", PAPER_A), ("B", PAPER_B))))
+    copy = tmp_path / "copy.xlsx"
+    copy.write_bytes(coded_sheet.read_bytes())
+    out = tmp_path / "study.json"
+    assert main(["calibrate", "--texts", str(texts), "--out", str(out), "--coded", str(coded_sheet), str(copy)]) == 0
+    assert "5 answers (2 correct)" in capsys.readouterr().out  # was 10 answers (4 correct)

@@ -147,3 +147,69 @@ def test_cli_user_errors(tmp_path):
     other.save(tmp_path / "wrong.xlsx")
     with pytest.raises(UserError, match="no sheet named 'answers'"):
         _run_cli(["agree", str(tmp_path / "wrong.xlsx")])
+
+
+def test_answers_a_coder_added_are_not_counted_as_the_tools(tmp_path):
+    """The review view adds a coder's own answer as a row of stage "coder" marked correct: `mlpsych agree` counted
+    it as a correct answer of the tool (q1 all 0.571 where the tool's answers were 1 of 4 right)."""
+    path = _write(tmp_path)
+    book = openpyxl.load_workbook(path)
+    for _ in range(3):
+        book["answers"].append(["p1", "q1", "an added answer", "coder", None, "yes", None, None, "yes"])
+    book.save(path)
+    codings, coders = agree.read_codings(path)
+    precision = {(r.question, r.model, r.stage): r for r in agree.precision_table(codings, coders)}
+    assert precision[("q1", "all", "")].precision["correct"] == pytest.approx(4 / 6)
+    assert precision[("all", "all", "")].n == 10
+    assert not any(stage == "coder" for _, _, stage in precision)
+    assert next(k for k in agree.kappa_table(codings, coders) if k.question == "all").n == 8
+
+
+def test_a_second_coder_column_named_by_hand_is_read(tmp_path):
+    """A second coder who added the column "Correct 2" (or "correct2", "correct (Maria)") was left out without a
+    word: one coder, no kappa."""
+    for name in ("Correct 2", "correct2", "correct (Maria)"):
+        path = _write(tmp_path)
+        book = openpyxl.load_workbook(path)
+        book["answers"].cell(row=1, column=9, value=name)
+        book.save(path)
+        codings, coders = agree.read_codings(path)
+        assert coders == ["correct", name.lower()]
+        assert next(k for k in agree.kappa_table(codings, coders) if k.question == "all").kappa == pytest.approx(7 / 15)
+    assert agree.coder_columns([{"correct": 1, "corrected_answer": "x", "correctness": 1}]) == ["correct"]
+
+
+def test_an_answer_corrected_but_left_unmarked_counts_as_wrong(tmp_path):
+    """The review view writes a correction without a mark: `mlpsych agree` left such answers out of precision, so
+    the answers coders had to fix did not lower it (and the calibrator counts them as wrong)."""
+    path = _write(tmp_path)
+    book = openpyxl.load_workbook(path)
+    sheet = book["answers"]
+    sheet.append(["p1", "q2", "an answer", "extractive", "deberta", None, "the right answer", None, None])
+    sheet.append(["p1", "q2", "an answer", "extractive", "deberta", "yes", "the right answer", None, None])
+    sheet.cell(row=1, column=10, value="corrected_answer_2")
+    sheet.cell(row=2, column=10, value="the right answer")  # row 1: the second coder marked it yes and corrected
+    book.save(path)
+    codings, coders = agree.read_codings(path)
+    precision = {(r.question, r.model, r.stage): r for r in agree.precision_table(codings, coders)}
+    deberta = precision[("q2", "deberta", "extractive")]
+    assert deberta.coded["correct"] == 4 and deberta.precision["correct"] == pytest.approx(2 / 4)
+    assert precision[("q1", "deberta", "extractive")].precision["correct_2"] == pytest.approx(1.0)  # a mark wins
+
+
+def test_marks_typed_from_an_emoji_picker_are_read():
+    """"✔️" (the check mark and U+FE0F) and "✅" were unreadable marks, skipped, where "❌" was read."""
+    for value in ("✔\ufe0f", "✅", "☑\ufe0f", " ✓\ufe0e "):
+        assert agree.parse_code(value) is True, value
+    for value in ("❌", "❎", "✖\ufe0f", "☒"):
+        assert agree.parse_code(value) is False, value
+
+
+def test_a_second_coder_column_named_like_the_first_is_refused(tmp_path):
+    """A second coder who named the added column "correct" too silently replaced the first coder's marks."""
+    path = _write(tmp_path)
+    book = openpyxl.load_workbook(path)
+    book["answers"].cell(row=1, column=9, value="Correct")
+    book.save(path)
+    with pytest.raises(UserError, match=r"two columns named alike \('correct' in columns F and I\): rename one"):
+        _run_cli(["agree", str(path)])

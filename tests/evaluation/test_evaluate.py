@@ -293,3 +293,30 @@ def test_cli_errors_are_one_line_user_errors(tmp_path):
         _run_cli(["eval", "--gold", str(gold), "--pred", str(bad), "--no-similar"])
     with pytest.raises(UserError, match="q9"):
         _run_cli(["eval", "--gold", str(gold), "--pred", str(pred), "--no-similar", "--questions", "q9"])
+
+
+def test_hand_written_gold_slips_are_one_line_errors(tmp_path):
+    """A paper's gold typed as one string was scored one character at a time ("SVM" as "S", "V", "M"); a span
+    without "text" stopped `mlpsych eval` with KeyError 'text'. Both now name the question and paper."""
+    texts, _, pred = _write_dataset(tmp_path)
+    for value, message in ((("SVM"), r"gold.json: q1 p2: expected a list of answers .* not str 'SVM'"),
+                           ([{"start": 27, "end": 30}], r"gold.json: q1 p2: an answer without \"text\"")):
+        gold = tmp_path / "gold.json"
+        gold.write_text(json.dumps({"q1": {**GOLD["q1"], "p2": value}}), encoding="utf-8")
+        with pytest.raises(UserError, match=message):
+            _run_cli(["eval", "--gold", str(gold), "--pred", str(pred), "--no-similar"])
+    gold = ev.gold_from_dict({"q1": {"p1": None, "p2": ["SVM", 120, {"text": None}]}})
+    assert gold == {"q1": {"p1": [], "p2": ["SVM", "120"]}}
+
+
+def test_out_named_like_a_spreadsheet_is_refused_before_scoring(tmp_path):
+    """`--out eval.xlsx` made a folder named eval.xlsx (holding eval.csv and eval.md) after all the scoring."""
+    texts, gold, pred = _write_dataset(tmp_path)
+    for name in ("eval.xlsx", "notes.txt"):
+        with pytest.raises(UserError, match=rf"--out .*{name}: give a .csv or .md file name, or a folder"):
+            _run_cli(["eval", "--gold", str(gold), "--pred", str(pred), "--no-similar", "--out", str(tmp_path / name)])
+        assert not (tmp_path / name).exists()
+    (tmp_path / "run.v2").mkdir()  # a folder that is there may have a dot in its name
+    assert _run_cli(["eval", "--gold", str(gold), "--pred", str(pred), "--no-similar", "--out",
+                     str(tmp_path / "run.v2")]) == 0
+    assert (tmp_path / "run.v2" / "eval.md").is_file()
