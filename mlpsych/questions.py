@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mlpsych.errors import QuestionFileError
 
 PLACEHOLDER = "__PLACEHOLDER__"
+# Columns the papers sheet (export.paper_rows) and the app's answers table write beside one column per question id:
+# a question with one of these ids would overwrite them (a paper's status replaced by its answers), so it is refused.
+RESERVED_IDS = ("paper_id", "source_file", "status", "paper")
 # Where named template sets live: the project's questions/ folder (next to the package in a checkout).
 LIBRARY_PACKAGE = "mlpsych.library"  # the repository's questions/ folder, shipped in the wheel under this name
 
@@ -104,6 +107,14 @@ class QuestionTemplate(BaseModel):
     retrieval: RetrievalSpec | None = None
     experimental: bool = False
     description: str = ""
+
+    @field_validator("id")
+    @classmethod
+    def _not_a_paper_column(cls, question_id: str) -> str:
+        if question_id.casefold() in RESERVED_IDS:
+            raise ValueError(f"{question_id!r} names a column the papers sheet already has ({', '.join(RESERVED_IDS)}): "
+                             f"choose another id")
+        return question_id
 
     @field_validator("kind")
     @classmethod

@@ -69,6 +69,26 @@ def test_errors_name_file_question_and_field(tmp_path, body, expected):
     assert "\n" not in message
 
 
+@pytest.mark.parametrize("question_id", ["status", "paper_id", "Source_File"])
+def test_an_id_that_is_a_column_of_the_papers_sheet_is_refused(tmp_path, question_id):
+    """A question called "status" (socioeconomic status, say) overwrote the papers sheet's status column: a paper
+    that failed showed an empty status, and the other papers their answers where "ok" belonged."""
+    path = write(tmp_path, f"questions:\n  - id: {question_id}\n    text: What status did they have?\n    models: [m]\n")
+    with pytest.raises(QuestionFileError, match=rf"question '{question_id}': field 'id': .*names a column"):
+        load_question_set(path)
+
+
+def test_the_refused_ids_cover_the_papers_sheets_own_columns():
+    from mlpsych.documents import Document
+    from mlpsych.export import paper_rows
+    from mlpsych.pipeline import RunResult
+    from mlpsych.questions import RESERVED_IDS, parse_question_set
+
+    questions = parse_question_set({"questions": [{"id": "q", "text": "What was used?", "models": ["m"]}]}, "f")
+    result = RunResult(documents=[Document(id="p", text="Some text.")], questions=questions)
+    assert set(paper_rows(result)[0]) - {"q"} <= set(RESERVED_IDS)
+
+
 def test_unknown_name_lists_the_library():
     with pytest.raises(QuestionFileError, match="mlpsych"):
         load_question_set("no-such-template-set")
