@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from mlpsych.errors import QuestionFileError
 
@@ -17,6 +17,9 @@ PLACEHOLDER = "__PLACEHOLDER__"
 # Columns the papers sheet (export.paper_rows) and the app's answers table write beside one column per question id:
 # a question with one of these ids would overwrite them (a paper's status replaced by its answers), so it is refused.
 RESERVED_IDS = ("paper_id", "source_file", "status", "paper")
+# Validation context: the file is one of several answered together, so a bridge_from may name a question of another
+# file (an add-on file of follow-ups to the library's q1); bridges are checked on the merged set.
+BRIDGES_ELSEWHERE = "bridges_elsewhere"
 # Where named template sets live: the project's questions/ folder (next to the package in a checkout).
 LIBRARY_PACKAGE = "mlpsych.library"  # the repository's questions/ folder, shipped in the wheel under this name
 
@@ -159,13 +162,14 @@ class QuestionSet(BaseModel):
     source: str = ""
 
     @model_validator(mode="after")
-    def _check_ids_and_bridges(self) -> "QuestionSet":
+    def _check_ids_and_bridges(self, info: ValidationInfo) -> "QuestionSet":
         seen: set[str] = set()
         for q in self.questions:
             if q.id in seen:
                 raise ValueError(f"question id {q.id!r} appears twice")
             seen.add(q.id)
-        ordered_ids(self.questions)  # raises on unknown bridges and cycles
+        if not (info.context or {}).get(BRIDGES_ELSEWHERE):  # else checked once the files are merged
+            ordered_ids(self.questions)  # raises on unknown bridges and cycles
         return self
 
     def get(self, question_id: str) -> QuestionTemplate:
@@ -264,17 +268,18 @@ def library_names() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
-def parse_question_set(raw: object, source: str) -> QuestionSet:
+def parse_question_set(raw: object, source: str, *, bridges_elsewhere: bool = False) -> QuestionSet:
     if not isinstance(raw, dict):
         raise QuestionFileError(f"{source}: expected a mapping with a 'questions' list at the top level")
     try:
-        return QuestionSet.model_validate({**raw, "source": source})
+        return QuestionSet.model_validate({**raw, "source": source}, context={BRIDGES_ELSEWHERE: bridges_elsewhere})
     except ValidationError as error:
         raise QuestionFileError(f"{source}: {_describe(error, raw)}") from None
 
 
-def load_question_set(name_or_path: str | Path) -> QuestionSet:
-    """Load and validate a template file; any problem is a QuestionFileError naming file, question and field."""
+def load_question_set(name_or_path: str | Path, *, bridges_elsewhere: bool = False) -> QuestionSet:
+    """Load and validate a template file; any problem is a QuestionFileError naming file, question and field.
+    ``bridges_elsewhere``: the file is answered with others, which may hold the questions it bridges from."""
     path = resolve_path(name_or_path)
     try:
         content = path.read_text(encoding="utf-8")
@@ -282,14 +287,15 @@ def load_question_set(name_or_path: str | Path) -> QuestionSet:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as error:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise QuestionFileError(f"{path}: cannot be read as {'JSON' if path.suffix == '.json' else 'YAML'}: {detail}") from None
-    return parse_question_set(raw, str(path))
+    return parse_question_set(raw, str(path), bridges_elsewhere=bridges_elsewhere)
 
 
 def load_question_sets(names: list[str | Path]) -> QuestionSet:
-    """Several template files answered as one set (ids must stay unique across them)."""
-    sets = [load_question_set(n) for n in names]
-    if len(sets) == 1:
-        return sets[0]
+    """Several template files answered as one set (ids must stay unique across them; a question may bridge from
+    another file's question)."""
+    if len(names) == 1:
+        return load_question_set(names[0])
+    sets = [load_question_set(n, bridges_elsewhere=True) for n in names]
     merged = [q for s in sets for q in s.questions]
     return parse_question_set(
         {"name": "+".join(s.name or Path(s.source).stem for s in sets), "questions": [q.model_dump() for q in merged]},

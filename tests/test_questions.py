@@ -69,6 +69,20 @@ def test_errors_name_file_question_and_field(tmp_path, body, expected):
     assert "\n" not in message
 
 
+def test_an_add_on_file_may_bridge_from_a_question_of_another_file(tmp_path):
+    """``--questions mlpsych,follow-ups.yaml`` with a follow-up bridging from the library's q1 was refused: each
+    file's bridges were checked alone ("bridges from unknown question 'q1'")."""
+    add_on = write(tmp_path, "questions:\n  - id: q5\n    text: Which data was __PLACEHOLDER__ trained on?\n"
+                             "    models: [m]\n    bridge_from: q1\n")
+    both = load_question_sets(["mlpsych", add_on])
+    assert [q.id for q in both.select(["q5"]).in_run_order()] == ["q1", "q5"]
+    with pytest.raises(QuestionFileError, match=f"{add_on}: .*bridges from unknown question 'q1'"):
+        load_question_sets([add_on])
+    other = write(tmp_path, "questions:\n  - id: n\n    text: How many took part?\n    models: [m]\n", "other.yaml")
+    with pytest.raises(QuestionFileError, match="bridges from unknown question 'q1'"):
+        load_question_sets([add_on, other])  # the merged set still checks its bridges
+
+
 @pytest.mark.parametrize("question_id", ["status", "paper_id", "Source_File"])
 def test_an_id_that_is_a_column_of_the_papers_sheet_is_refused(tmp_path, question_id):
     """A question called "status" (socioeconomic status, say) overwrote the papers sheet's status column: a paper
