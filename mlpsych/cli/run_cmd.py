@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 
-from mlpsych.cli import check_output
+from mlpsych.cli import check_output, comma_list
 from mlpsych.errors import SettingsError, UserError
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import PRESETS, RunSettings, build_settings
@@ -203,8 +203,7 @@ def run(args: argparse.Namespace) -> int:
     except EngineError as error:
         raise UserError(str(error)) from None
     try:
-        questions = load_question_sets([n for n in args.questions.split(",") if n]).select(
-            [q for q in (args.only or "").split(",") if q])
+        questions = load_question_sets(comma_list(args.questions)).select(comma_list(args.only))
     except QuestionFileError as error:
         raise UserError(str(error)) from None
     questions, settings = settings_from_args(args, questions)

@@ -226,3 +226,18 @@ def test_what_a_folder_skips_is_said_once(examples_dir, tiny_questions, tmp_path
     assert run_cli(papers, "--questions", tiny_questions, "--only", "q1", "--out", tmp_path / "r.csv", "--cache",
                    tmp_path / "cache") == 0
     assert sum("skipping notes.xyz" in record.getMessage() for record in caplog.records) == 1
+
+
+def test_a_space_after_a_comma_in_only_and_questions_is_no_part_of_the_name(examples_dir, tiny_questions, tiny_models,
+                                                                             tmp_path, capsys):
+    """``--only "q3, n"`` was refused ("no question  n") and ``--questions "a.yaml, b.yaml"`` looked for a file
+    named " b.yaml": a space typed after a comma became part of the name."""
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    shutil.copy(examples_dir / "papers" / "burnout-survey-text.txt", papers)
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(f"questions:\n  - id: n\n    text: How many took part?\n    models: [{tiny_models['bert']}]\n")
+    out = tmp_path / "r.xlsx"
+    assert run_cli(papers, "--questions", f"{tiny_questions}, {extra}", "--only", "q3, n", "--no-normalize",
+                   "--out", out, "--cache", tmp_path / "cache") == 0, capsys.readouterr().err
+    assert [c.value for c in load_workbook(out)["papers"][1]][3:] == ["q3", "n"]
