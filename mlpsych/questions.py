@@ -285,9 +285,27 @@ def load_question_set(name_or_path: str | Path, *, bridges_elsewhere: bool = Fal
         content = path.read_text(encoding="utf-8")
         raw = json.loads(content) if path.suffix == ".json" else yaml.safe_load(content)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as error:
-        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        detail = _yaml_problem(error) if isinstance(error, yaml.YAMLError) else (
+            str(error).splitlines()[0] if str(error) else type(error).__name__)
         raise QuestionFileError(f"{path}: cannot be read as {'JSON' if path.suffix == '.json' else 'YAML'}: {detail}") from None
     return parse_question_set(raw, str(path), bridges_elsewhere=bridges_elsewhere)
+
+
+# What to do about the YAML mistakes a hand-written question file makes most (its problem -> a hint).
+YAML_HINTS = {
+    "'\\t'": "indent with spaces: YAML does not allow tabs",
+    "mapping values are not allowed here": "put a text holding ': ' in quotes, or check the indentation",
+}
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """'line 4, column 12: mapping values are not allowed here (hint)': YAML's message spreads where and what over
+    several lines, and its first line alone ('while scanning for the next token') says neither."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    hint = next((text for key, text in YAML_HINTS.items() if key in problem), None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    return where + problem + (f" ({hint})" if hint else "")
 
 
 def load_question_sets(names: list[str | Path]) -> QuestionSet:

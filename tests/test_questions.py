@@ -103,6 +103,25 @@ def test_the_refused_ids_cover_the_papers_sheets_own_columns():
     assert set(paper_rows(result)[0]) - {"q"} <= set(RESERVED_IDS)
 
 
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("questions:\n\t- id: a\n", "line 2, column 1: found character '\\t' that cannot start any token (indent with "
+                                     "spaces"),
+        ("questions:\n  - id: a\n    text: Design: was it an experiment?\n    models: [m]\n",
+         "line 3, column 17: mapping values are not allowed here (put a text holding ': ' in quotes"),
+    ],
+)
+def test_a_yaml_mistake_is_said_with_its_line(tmp_path, body, expected):
+    """A tab or an unquoted ': ' in a question's text was reported by YAML's first line alone ("while scanning for
+    the next token"), with no line to look at."""
+    path = write(tmp_path, body)
+    with pytest.raises(QuestionFileError) as info:
+        load_question_set(path)
+    assert str(info.value).startswith(f"{path}: cannot be read as YAML: {expected}")
+    assert "\n" not in str(info.value)
+
+
 def test_unknown_name_lists_the_library():
     with pytest.raises(QuestionFileError, match="mlpsych"):
         load_question_set("no-such-template-set")
