@@ -189,6 +189,18 @@ def test_bad_choices_and_unknown_presets_are_one_line(tmp_path, capsys):
         assert len(err) == 1 and args[1] in err[0] and "invalid choice" in err[0]
 
 
+@pytest.mark.parametrize("window", [["--max-length", "128"], ["--preset", "reference", "--stride", "400"]])
+def test_a_stride_the_windows_cannot_hold_is_refused_before_any_paper_is_read(examples_dir, tiny_questions, tmp_path,
+                                                                              capsys, window):
+    """``--max-length 128`` (with the default stride of 128) started the run, read the folder and failed every
+    paper at its windowing ("stride (128) must be smaller than the window's context"), writing 0 answers."""
+    out = tmp_path / "r.xlsx"
+    assert main(["run", str(examples_dir / "papers"), "--questions", str(tiny_questions), "--out", str(out),
+                 "--no-progress", *window]) == 2
+    line = one_line_error(capsys)
+    assert "--stride" in line and "max_length" in line and not out.exists()
+
+
 def test_help_shows_every_default():
     from mlpsych.cli import build_parser
 
