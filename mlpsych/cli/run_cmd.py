@@ -133,6 +133,25 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
         raise UserError(f"--{dest.replace('_', '-')} {error.value}: {error.reason}") from None
 
 
+# Flags that only say how windows are retrieved (their dests, with the value that asks for nothing).
+RETRIEVAL_FLAGS: dict[str, object] = {"retrieval": None, "budget": None, "neighbours": None, "small_reader": "none",
+                                      "no_entity_anchor": False}
+
+
+def check_retrieval_flags(args: argparse.Namespace, questions: QuestionSet, settings: RunSettings) -> None:
+    """A retrieval flag given to a run that retrieves for none of its questions is refused: it was ignored, and every
+    window of every paper read (minutes a paper), which is not what ``--budget 2`` asked for."""
+    from mlpsych.retrieval.ranking import plan_for
+
+    given = [f"--{dest.replace('_', '-')}" for dest, idle in RETRIEVAL_FLAGS.items()
+             if getattr(args, dest, None) not in (None, idle)]
+    if given and all(plan_for(q.retrieval, settings.retrieval) is None for q in questions.questions):
+        one = len(given) == 1
+        raise UserError(f"{', '.join(given)} {'acts' if one else 'act'} only where windows are retrieved, and this run "
+                        f"reads every window of every paper: add --read retrieve or --preset fast, or leave "
+                        f"{'it' if one else 'them'} out")
+
+
 # The ways forward when models are missing, in the command line's words (the app has its own).
 MISSING_MODELS_HELP = (
     "Ways forward: connect to the internet once (models download on the first run and are reused after); or use "
@@ -207,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
     except QuestionFileError as error:
         raise UserError(str(error)) from None
     questions, settings = settings_from_args(args, questions)
+    check_retrieval_flags(args, questions, settings)
     try:
         questions = use_adapted(questions, args.adapted) if args.adapted else questions
     except AdaptError as error:
