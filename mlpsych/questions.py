@@ -282,11 +282,10 @@ def load_question_set(name_or_path: str | Path, *, bridges_elsewhere: bool = Fal
     ``bridges_elsewhere``: the file is answered with others, which may hold the questions it bridges from."""
     path = resolve_path(name_or_path)
     try:
-        content = path.read_text(encoding="utf-8")
+        content = path.read_text(encoding="utf-8-sig")  # the byte-order mark Windows editors write is no content
         raw = json.loads(content) if path.suffix == ".json" else yaml.safe_load(content)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as error:
-        detail = _yaml_problem(error) if isinstance(error, yaml.YAMLError) else (
-            str(error).splitlines()[0] if str(error) else type(error).__name__)
+        detail = _read_problem(error)
         raise QuestionFileError(f"{path}: cannot be read as {'JSON' if path.suffix == '.json' else 'YAML'}: {detail}") from None
     return parse_question_set(raw, str(path), bridges_elsewhere=bridges_elsewhere)
 
@@ -296,6 +295,16 @@ YAML_HINTS = {
     "'\\t'": "indent with spaces: YAML does not allow tabs",
     "mapping values are not allowed here": "put a text holding ': ' in quotes, or check the indentation",
 }
+
+
+def _read_problem(error: Exception) -> str:
+    """Why a question file could not be read, in one line that says where."""
+    if isinstance(error, yaml.YAMLError):
+        return _yaml_problem(error)
+    if isinstance(error, UnicodeDecodeError):  # a file saved in a Windows code page ("Qu\xe9 se us\xf3?")
+        line = error.object.count(b"\n", 0, error.start) + 1
+        return f"line {line} is not UTF-8 text (byte {error.object[error.start]:#04x}): save the file as UTF-8"
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:

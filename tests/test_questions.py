@@ -122,6 +122,26 @@ def test_a_yaml_mistake_is_said_with_its_line(tmp_path, body, expected):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path, suffix):
+    """A JSON question file saved by Notepad or Windows PowerShell (UTF-8 with a byte-order mark) was refused:
+    "Unexpected UTF-8 BOM (decode using utf-8-sig)"."""
+    path = tmp_path / f"mine{suffix}"
+    body = json.dumps({"questions": [{"id": "n", "text": "How many took part?", "models": ["m"]}]})
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    assert [q.id for q in load_question_set(path).questions] == ["n"]
+
+
+def test_a_file_not_saved_as_utf8_is_said_with_its_line(tmp_path):
+    """A file saved in a Windows code page ("Qu\xe9 se us\xf3?") said "'utf-8' codec can't decode byte 0xe9 in
+    position 33": no line, nothing to do about it."""
+    path = tmp_path / "mine.yaml"
+    path.write_bytes("questions:\n  - id: a\n    text: Qué se usó?\n    models: [m]\n".encode("cp1252"))
+    with pytest.raises(QuestionFileError) as info:
+        load_question_set(path)
+    assert str(info.value) == f"{path}: cannot be read as YAML: line 3 is not UTF-8 text (byte 0xe9): save the file as UTF-8"
+
+
 def test_unknown_name_lists_the_library():
     with pytest.raises(QuestionFileError, match="mlpsych"):
         load_question_set("no-such-template-set")
