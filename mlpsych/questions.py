@@ -287,7 +287,26 @@ def load_question_set(name_or_path: str | Path, *, bridges_elsewhere: bool = Fal
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as error:
         detail = _read_problem(error)
         raise QuestionFileError(f"{path}: cannot be read as {'JSON' if path.suffix == '.json' else 'YAML'}: {detail}") from None
-    return parse_question_set(raw, str(path), bridges_elsewhere=bridges_elsewhere)
+    return _models_beside(parse_question_set(raw, str(path), bridges_elsewhere=bridges_elsewhere), path.parent)
+
+
+def _models_beside(question_set: QuestionSet, folder: Path) -> QuestionSet:
+    """Model folders the file names relative to itself (``./my-reader``, ``readers/mine`` beside it) as absolute
+    paths, so the file runs from any working folder; a path found from the working folder is kept (as before)."""
+
+    def located(model: str) -> str:
+        candidate = Path(model).expanduser()
+        if candidate.is_absolute() or candidate.exists() or not (folder / candidate).is_dir():
+            return model
+        return str((folder / candidate).resolve())
+
+    questions = []
+    for q in question_set.questions:
+        changes: dict = {"models": [located(m) for m in q.models]}
+        if q.normalize is not None and q.normalize.model:
+            changes["normalize"] = q.normalize.model_copy(update={"model": located(q.normalize.model)})
+        questions.append(q.model_copy(update=changes))
+    return question_set.model_copy(update={"questions": questions})
 
 
 # What to do about the YAML mistakes a hand-written question file makes most (its problem -> a hint).

@@ -142,6 +142,23 @@ def test_a_file_not_saved_as_utf8_is_said_with_its_line(tmp_path):
     assert str(info.value) == f"{path}: cannot be read as YAML: line 3 is not UTF-8 text (byte 0xe9): save the file as UTF-8"
 
 
+def test_model_folders_beside_the_file_are_found_from_any_working_folder(tmp_path, monkeypatch):
+    """A study folder holding its question file and its adapted reader (``models: [./my-reader]``) ran only from
+    inside that folder; from anywhere else the run stopped: "reader ./my-reader: no model folder there"."""
+    study = tmp_path / "study"
+    for folder in ("my-reader", "my-llm"):
+        (study / folder).mkdir(parents=True)
+        (study / folder / "config.json").write_text("{}")
+    write(study, "questions:\n  - id: a\n    text: What was used?\n    models: [./my-reader, deepset/roberta-base-squad2]\n"
+                 "    normalize: {prompt: 'List {answers}', model: my-llm}\n", "q.yaml")
+    monkeypatch.chdir(tmp_path)
+    question = load_question_set("study/q.yaml").get("a")
+    assert question.models == [str(study.resolve() / "my-reader"), "deepset/roberta-base-squad2"]
+    assert question.normalize.model == str(study.resolve() / "my-llm")
+    monkeypatch.chdir(study)  # found from the working folder too: kept as written
+    assert load_question_set("q.yaml").get("a").models == ["./my-reader", "deepset/roberta-base-squad2"]
+
+
 def test_unknown_name_lists_the_library():
     with pytest.raises(QuestionFileError, match="mlpsych"):
         load_question_set("no-such-template-set")
