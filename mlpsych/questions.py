@@ -111,6 +111,15 @@ class QuestionTemplate(BaseModel):
     experimental: bool = False
     description: str = ""
 
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_is_text(cls, question_id: object) -> object:
+        """``id: 1`` is a number to YAML (``1.10`` would even become 1.1): said so, with how to write it."""
+        if isinstance(question_id, (int, float)) and not isinstance(question_id, bool):
+            raise ValueError(f"{question_id!r} is read as a number: write the id as text, e.g. q{question_id} or "
+                             f"'{question_id}' in quotes")
+        return question_id
+
     @field_validator("id")
     @classmethod
     def _not_a_paper_column(cls, question_id: str) -> str:

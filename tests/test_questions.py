@@ -83,6 +83,16 @@ def test_an_add_on_file_may_bridge_from_a_question_of_another_file(tmp_path):
         load_question_sets([add_on, other])  # the merged set still checks its bridges
 
 
+def test_a_numbered_id_is_said_to_be_a_number_with_how_to_write_it(tmp_path):
+    """``id: 1`` (questions numbered 1, 2, 3) said only "Input should be a valid string"."""
+    path = write(tmp_path, "questions:\n  - id: 1\n    text: How many took part?\n    models: [m]\n")
+    with pytest.raises(QuestionFileError, match=r"field 'id': .*1 is read as a number: write the id as text, e\.g\. "
+                                                r"q1 or '1' in quotes"):
+        load_question_set(path)
+    quoted = write(tmp_path, "questions:\n  - id: '1'\n    text: How many took part?\n    models: [m]\n", "q.yaml")
+    assert load_question_set(quoted).questions[0].id == "1"
+
+
 @pytest.mark.parametrize("question_id", ["status", "paper_id", "Source_File"])
 def test_an_id_that_is_a_column_of_the_papers_sheet_is_refused(tmp_path, question_id):
     """A question called "status" (socioeconomic status, say) overwrote the papers sheet's status column: a paper
