@@ -133,6 +133,26 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
         raise UserError(f"--{dest.replace('_', '-')} {error.value}: {error.reason}") from None
 
 
+def check_not_coded(out: Path) -> None:
+    """A results sheet a coder has begun to fill in (correct, corrected_answer, notes) is not written over: a rerun
+    with the default --out results.xlsx replaced a coder's work without a word."""
+    from mlpsych.errors import EvalInputError
+    from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.export import CODER_COLUMNS
+
+    if out.suffix.lower() != ".xlsx" or not out.is_file():
+        return
+    try:
+        rows = read_sheet(out, "answers", required=False)
+    except EvalInputError:  # not a workbook: written over, as any other file
+        return
+    coded = sum(any(str(row.get(column) or "").strip() for column in CODER_COLUMNS) for row in rows)
+    if coded:
+        raise UserError(f"--out {out}: {coded} of its answers are coded ({', '.join(CODER_COLUMNS)} filled in), and "
+                        f"this run would write over them: give another --out file (the coded sheet is what mlpsych "
+                        f"agree, adapt and calibrate read)")
+
+
 # Flags that only say how windows are retrieved (their dests, with the value that asks for nothing).
 RETRIEVAL_FLAGS: dict[str, object] = {"retrieval": None, "budget": None, "neighbours": None, "small_reader": "none",
                                       "no_entity_anchor": False}
@@ -217,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out.suffix.lower() not in WRITERS:
         raise UserError(f"--out {args.out}: use a .xlsx, .csv or .jsonl file name")
     check_output(args.out)
+    check_not_coded(args.out)
     try:
         get_engine(args.engine, address=args.address, workers=args.workers)  # a bad combination fails first
     except EngineError as error:

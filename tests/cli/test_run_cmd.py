@@ -215,6 +215,26 @@ def test_a_retrieval_flag_in_a_run_that_reads_every_window_is_refused(examples_d
     assert "only where windows are retrieved" in line and not out.exists()
 
 
+def test_a_coded_results_sheet_is_not_written_over(examples_dir, tiny_questions, tmp_path, capsys):
+    """A coder marked answers in results.xlsx; a rerun with the same (default) --out replaced the sheet, and the
+    coding with it, without a word."""
+    from openpyxl import Workbook
+
+    out = tmp_path / "results.xlsx"
+    book = Workbook()
+    book.active.title = "answers"
+    book.active.append(["paper_id", "question_id", "answer", "correct", "corrected_answer", "notes"])
+    book.active.append(["burnout-survey-text", "q1", "topic models", None, None, None])
+    book.save(out)
+    assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", out, "--only", "q9") == 2
+    assert "no question q9" in one_line_error(capsys)  # a sheet nobody coded yet is no obstacle
+    book.active.append(["burnout-survey-text", "q1", "survey", "no", None, "a data source"])
+    book.save(out)
+    before = out.read_bytes()
+    assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", out) == 2
+    assert "1 of its answers are coded" in one_line_error(capsys) and out.read_bytes() == before
+
+
 def test_help_shows_every_default():
     from mlpsych.cli import build_parser
 
