@@ -153,23 +153,32 @@ def check_not_coded(out: Path) -> None:
                         f"agree, adapt and calibrate read)")
 
 
-# Flags that only say how windows are retrieved (their dests, with the value that asks for nothing).
+# Flags that only say how windows are retrieved (their dests, with the value that asks for nothing); of them, those a
+# cascade does not use (its small reader decides how many windows, and which).
 RETRIEVAL_FLAGS: dict[str, object] = {"retrieval": None, "budget": None, "neighbours": None, "small_reader": "none",
                                       "no_entity_anchor": False}
+UNUSED_BY_CASCADE = ("budget", "neighbours")
 
 
 def check_retrieval_flags(args: argparse.Namespace, questions: QuestionSet, settings: RunSettings) -> None:
-    """A retrieval flag given to a run that retrieves for none of its questions is refused: it was ignored, and every
-    window of every paper read (minutes a paper), which is not what ``--budget 2`` asked for."""
+    """A retrieval flag that would change nothing is refused: ignored, it read every window of every paper (minutes a
+    paper) where ``--budget 2`` asked for two, or let the fast preset's cascade choose where it asked for a budget."""
     from mlpsych.retrieval.ranking import plan_for
 
-    given = [f"--{dest.replace('_', '-')}" for dest, idle in RETRIEVAL_FLAGS.items()
-             if getattr(args, dest, None) not in (None, idle)]
-    if given and all(plan_for(q.retrieval, settings.retrieval) is None for q in questions.questions):
-        one = len(given) == 1
-        raise UserError(f"{', '.join(given)} {'acts' if one else 'act'} only where windows are retrieved, and this run "
-                        f"reads every window of every paper: add --read retrieve or --preset fast, or leave "
-                        f"{'it' if one else 'them'} out")
+    given = [dest for dest, idle in RETRIEVAL_FLAGS.items() if getattr(args, dest, None) not in (None, idle)]
+    plans = [plan for q in questions.questions if (plan := plan_for(q.retrieval, settings.retrieval)) is not None]
+    if not plans:
+        unused, why = given, ("only where windows are retrieved, and this run reads every window of every paper: add "
+                              "--read retrieve or --preset fast")
+    elif all(plan.cascade is not None for plan in plans):
+        unused, why = [d for d in given if d in UNUSED_BY_CASCADE], (
+            "only without a cascade, and in this run a small reader chooses the windows: add --small-reader none")
+    else:
+        return
+    if unused:
+        one = len(unused) == 1
+        flags = ", ".join(f"--{dest.replace('_', '-')}" for dest in unused)
+        raise UserError(f"{flags} {'acts' if one else 'act'} {why}, or leave {'it' if one else 'them'} out")
 
 
 # The ways forward when models are missing, in the command line's words (the app has its own).
