@@ -249,7 +249,7 @@ def _describe(error: ValidationError, raw: dict) -> str:
         loc = loc[2:]
     field_name = ".".join(str(part) for part in loc)
     parts = [p for p in (where, f"field {field_name!r}" if field_name else "") if p]
-    return ": ".join(parts + [first["msg"]])
+    return ": ".join(parts + [first["msg"].removeprefix("Value error, ")])  # pydantic's prefix of our own messages
 
 
 def resolve_path(name_or_path: str | Path) -> Path:
