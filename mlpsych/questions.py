@@ -254,7 +254,7 @@ def _describe(error: ValidationError, raw: dict) -> str:
 
 def resolve_path(name_or_path: str | Path) -> Path:
     """A file path, or the name of a template set in the questions library (``mlpsych`` -> questions/mlpsych.yaml)."""
-    candidate = Path(name_or_path)
+    candidate = Path(name_or_path).expanduser()
     if candidate.is_file():
         return candidate
     for folder in (Path.cwd() / "questions", library_dir()):
@@ -262,6 +262,10 @@ def resolve_path(name_or_path: str | Path) -> Path:
             path = folder / f"{name_or_path}{suffix}"
             if path.is_file():
                 return path
+    if candidate.is_dir():  # a study folder given for its question file ("mlpsych" above is the library's, though)
+        inside = sorted(p.name for p in candidate.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+        raise QuestionFileError(f"question file {str(name_or_path)!r} is a folder: give the file itself"
+                                + (f" (it holds {', '.join(inside)})" if inside else ""))
     raise QuestionFileError(
         f"question file {name_or_path!r} not found (give a path, or one of: {', '.join(library_names()) or 'none'})"
     )
@@ -348,6 +352,8 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
 def load_question_sets(names: list[str | Path]) -> QuestionSet:
     """Several template files answered as one set (ids must stay unique across them; a question may bridge from
     another file's question)."""
+    if not names:  # --questions "" (a script's unset variable)
+        raise QuestionFileError(f"no question file given (give a path, or one of: {', '.join(library_names())})")
     if len(names) == 1:
         return load_question_set(names[0])
     sets = [load_question_set(n, bridges_elsewhere=True) for n in names]

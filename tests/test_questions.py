@@ -174,6 +174,18 @@ def test_unknown_name_lists_the_library():
         load_question_set("no-such-template-set")
 
 
+def test_no_name_a_folder_or_a_home_path_as_question_file_say_what_to_give(tmp_path, monkeypatch):
+    """``--questions ""`` (a script's unset variable) said ": field 'questions': List should have at least 1 item",
+    a study folder "not found" though it is there, and a quoted "~/study/q.yaml" was not found either."""
+    with pytest.raises(QuestionFileError, match=r"^no question file given \(give a path, or one of: .*mlpsych"):
+        load_question_sets([])
+    write(tmp_path, "questions:\n  - id: n\n    text: How many took part?\n    models: [m]\n", "q.yaml")
+    with pytest.raises(QuestionFileError, match=r"is a folder: give the file itself \(it holds q\.yaml\)"):
+        load_question_set(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert load_question_set("~/q.yaml").get("n").text == "How many took part?"
+
+
 def test_select_adds_bridges():
     qs = load_question_set("mlpsych").select(["q4"])
     assert [q.id for q in qs.questions] == ["q1", "q4"]
