@@ -128,6 +128,14 @@ class QuestionTemplate(BaseModel):
                              f"choose another id")
         return question_id
 
+    @field_validator("text")
+    @classmethod
+    def _words_in_text(cls, text: str) -> str:
+        """``text: "   "`` passed the length check, and every paper was read for a question without words."""
+        if len(text.strip()) < 3:
+            raise ValueError("the question has no words (only spaces)")
+        return text
+
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, kind: str) -> str:

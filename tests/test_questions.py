@@ -54,6 +54,8 @@ def test_user_questions_in_yaml_and_json(tmp_path):
          "also_ask names sub-questions: it needs bridge_from"),
         ("questions:\n  - id: a\n    text: What was used?\n    models: [m]\n    retrieval: {unit: paragraph}\n",
          "question 'a': field 'retrieval.unit'"),
+        ("questions:\n  - id: a\n    text: '    '\n    models: [m]\n", "question 'a': field 'text': the question has no "
+                                                                       "words"),
         ("questions: [\n", "cannot be read as YAML"),
         ("- just a list\n", "expected a mapping"),
         ("questions:\n  - id: a\n    text: One?\n    models: [m]\n  - id: a\n    text: Two?\n    models: [m]\n", "appears twice"),
