@@ -175,9 +175,27 @@ def check_retrieval_flags(args: argparse.Namespace, questions: QuestionSet, sett
             "only without a cascade, and in this run a small reader chooses the windows: add --small-reader none")
     else:
         return
-    if unused:
-        one = len(unused) == 1
-        flags = ", ".join(f"--{dest.replace('_', '-')}" for dest in unused)
+    refuse_unused(unused, why)
+
+
+LLM_FLAGS = ("llm", "llm_device", "llm_quantization")  # flags of the LLM stage alone
+
+
+def check_llm_flags(args: argparse.Namespace, questions: QuestionSet) -> None:
+    """``--llm MODEL`` for questions none of which has a normalize: block is refused: it was ignored, and the run
+    ended with the extractive answers alone where the researcher asked for an LLM's clean lists. (With
+    --no-normalize the LLM is not used, as asked.)"""
+    if not getattr(args, "no_normalize", False) and not any(q.normalize for q in questions.questions):
+        refuse_unused([dest for dest in LLM_FLAGS if getattr(args, dest, None) is not None],
+                      "only on questions with a normalize: block (the LLM's prompt), which none of this run's "
+                      "questions has: add one")
+
+
+def refuse_unused(dests: list[str], why: str) -> None:
+    """One line naming the flags given that would change nothing, and why."""
+    if dests:
+        one = len(dests) == 1
+        flags = ", ".join(f"--{dest.replace('_', '-')}" for dest in dests)
         raise UserError(f"{flags} {'acts' if one else 'act'} {why}, or leave {'it' if one else 'them'} out")
 
 
@@ -257,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from None
     questions, settings = settings_from_args(args, questions)
     check_retrieval_flags(args, questions, settings)
+    check_llm_flags(args, questions)
     try:
         questions = use_adapted(questions, args.adapted) if args.adapted else questions
     except AdaptError as error:

@@ -241,6 +241,17 @@ def test_a_coded_results_sheet_is_not_written_over(examples_dir, tiny_questions,
     assert "1 of its answers are coded" in one_line_error(capsys) and out.read_bytes() == before
 
 
+def test_an_llm_for_questions_without_a_normalize_block_is_refused(examples_dir, tiny_questions, tiny_models, tmp_path,
+                                                                   capsys):
+    """``--llm FOLDER`` with a question file whose questions have no normalize: block was ignored without a word:
+    the run ended with the extractive answers alone."""
+    out = tmp_path / "r.xlsx"
+    assert main(["run", str(examples_dir / "papers"), "--questions", str(tiny_questions), "--only", "q3", "--out",
+                 str(out), "--no-progress", "--llm", str(tiny_models["llama"])]) == 2
+    line = one_line_error(capsys)
+    assert line.startswith("mlpsych: error: --llm acts only on questions with a normalize: block") and not out.exists()
+
+
 def test_help_shows_every_default():
     from mlpsych.cli import build_parser
 
