@@ -133,7 +133,7 @@ class QuestionTemplate(BaseModel):
     def _words_in_text(cls, text: str) -> str:
         """``text: "   "`` passed the length check, and every paper was read for a question without words."""
         if len(text.strip()) < 3:
-            raise ValueError("the question has no words (only spaces)")
+            raise ValueError("the question has no words (fewer than 3 characters besides spaces)")
         return text
 
     @field_validator("kind")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 
 from mlpsych.cli import check_output, comma_list
-from mlpsych.errors import SettingsError, UserError
+from mlpsych.errors import EvalInputError, SettingsError, UserError
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import PRESETS, RunSettings, build_settings
 
@@ -136,7 +136,6 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
 def check_not_coded(out: Path) -> None:
     """A results sheet a coder has begun to fill in (correct, corrected_answer, notes) is not written over: a rerun
     with the default --out results.xlsx replaced a coder's work without a word."""
-    from mlpsych.errors import EvalInputError
     from mlpsych.evaluation.evaluate import read_sheet
     from mlpsych.export import CODER_COLUMNS
 
