@@ -208,17 +208,21 @@ MISSING_MODELS_HELP = (
 
 def check_models(questions: QuestionSet, settings: RunSettings, cache: Path | None) -> None:
     """Every model of the run (readers, the cascade's small reader, the LLM) on this machine or downloadable, and
-    the readers' runtime installed, before the first paper is read; all missing models named at once."""
+    the readers' runtime installed and their device and dtype usable here, before the first paper is read (a typo
+    such as --device gpu stopped the run at the first model load, the whole folder read); all missing models named
+    at once."""
+    from mlpsych.models import ModelLoadError, pick_device, pick_dtype
     from mlpsych.preflight import check_run, download_note, missing_message
 
-    if settings.reader.runtime == "onnxruntime":
-        from mlpsych.models import ModelLoadError
-        from mlpsych.onnx_runtime import import_onnxruntime
+    try:
+        if settings.reader.runtime == "onnxruntime":
+            from mlpsych.onnx_runtime import import_onnxruntime
 
-        try:
             import_onnxruntime()
-        except ModelLoadError as error:
-            raise UserError(str(error)) from None
+        else:
+            pick_dtype(settings.reader.dtype, pick_device(settings.reader.device), int8=True)
+    except ModelLoadError as error:
+        raise UserError(str(error)) from None
     checks = check_run(questions, settings, cache)
     missing = missing_message(checks)
     if missing:

@@ -252,6 +252,16 @@ def test_an_llm_for_questions_without_a_normalize_block_is_refused(examples_dir,
     assert line.startswith("mlpsych: error: --llm acts only on questions with a normalize: block") and not out.exists()
 
 
+def test_a_device_typo_is_said_before_any_paper_is_read(examples_dir, tiny_questions, tmp_path, capsys, caplog):
+    """``--device gpu`` (or ``--dtype float16`` on a CPU) stopped the run only at the first model load, once every
+    paper of the folder had been read."""
+    caplog.set_level("INFO", logger="mlpsych")
+    assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", tmp_path / "r.xlsx",
+                   "--device", "gpu") == 2
+    assert one_line_error(capsys) == "mlpsych: error: unknown device 'gpu' (use auto, cpu, cuda, cuda:N or mps)"
+    assert not [r for r in caplog.records if r.name.startswith("mlpsych.ingest")]
+
+
 def test_help_shows_every_default():
     from mlpsych.cli import build_parser
 
