@@ -64,6 +64,24 @@ def _probe(endpoint: str) -> bool:
     return True
 
 
+def unknown_to_hub(model_id: str) -> bool:
+    """True only when the (reachable) Hub answers that it has no repository ``model_id``: a misspelt model in a
+    question file is then said before the first paper is read, not when the model is loaded, hours into a run. Any
+    other answer or failure (a gated model, a timeout) is left to the loading, as before."""
+    from huggingface_hub import model_info
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        model_info(model_id, timeout=PROBE_TIMEOUT_S)
+    except GatedRepoError:  # a subclass of RepositoryNotFoundError: the repository is there
+        return False
+    except RepositoryNotFoundError:
+        return True
+    except Exception as error:  # noqa: BLE001 - the Hub did not say "no such model": let the loading decide
+        log.debug("Hub lookup of %s failed: %s", model_id, error)
+    return False
+
+
 OFFLINE_HELP = ("To use models on a machine without internet: download them on a connected machine "
                 "(`hf download MODEL_ID`) and copy its Hugging Face cache folder (~/.cache/huggingface/hub) here, "
                 "or point the question file's `models:` at local model folders")

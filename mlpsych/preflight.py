@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from mlpsych.hub import cached_config, is_local, offline_unless_reachable
+from mlpsych.hub import cached_config, is_local, offline_unless_reachable, unknown_to_hub
 from mlpsych.progress import ProgressEvent
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ class ModelCheck:
     where: Where
     size_gb: float | None = None
     role: str = "reader"  # "reader" or "LLM", for the page's message
+    unknown: bool = False  # missing because the Hub has no model of that id (a misspelt id), not because unreachable
 
     @property
     def size(self) -> str:
@@ -80,6 +81,8 @@ def check_model(model: str, role: str = "reader") -> ModelCheck:
         return ModelCheck(model, "cache", KNOWN_SIZES_GB.get(model), role)
     if offline_unless_reachable(model):
         return ModelCheck(model, "missing", KNOWN_SIZES_GB.get(model), role)
+    if unknown_to_hub(model):
+        return ModelCheck(model, "missing", None, role, unknown=True)
     return ModelCheck(model, "download", KNOWN_SIZES_GB.get(model), role)
 
 
@@ -108,6 +111,9 @@ def missing_message(checks: list[ModelCheck]) -> str | None:
     for c in missing:
         if is_local(c.model):
             lines.append(f"- {c.role} {c.model}: no model folder there (a folder with config.json and weights)")
+        elif c.unknown:
+            lines.append(f"- {c.role} {c.model}: the Hugging Face Hub has no model of that id (check its spelling, "
+                         "owner/name as on huggingface.co; a private model needs `hf auth login`)")
         else:
             lines.append(f"- {c.role} {c.model} ({c.size} to download): not on this machine, and the Hugging Face "
                          "Hub cannot be reached to download it")

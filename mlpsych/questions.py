@@ -9,11 +9,17 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from mlpsych.errors import QuestionFileError
 
 PLACEHOLDER = "__PLACEHOLDER__"
+# Columns the papers sheet (export.paper_rows) and the app's answers table write beside one column per question id:
+# a question with one of these ids would overwrite them (a paper's status replaced by its answers), so it is refused.
+RESERVED_IDS = ("paper_id", "source_file", "status", "paper")
+# Validation context: the file is one of several answered together, so a bridge_from may name a question of another
+# file (an add-on file of follow-ups to the library's q1); bridges are checked on the merged set.
+BRIDGES_ELSEWHERE = "bridges_elsewhere"
 # Where named template sets live: the project's questions/ folder (next to the package in a checkout).
 LIBRARY_PACKAGE = "mlpsych.library"  # the repository's questions/ folder, shipped in the wheel under this name
 
@@ -105,6 +111,31 @@ class QuestionTemplate(BaseModel):
     experimental: bool = False
     description: str = ""
 
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_is_text(cls, question_id: object) -> object:
+        """``id: 1`` is a number to YAML (``1.10`` would even become 1.1): said so, with how to write it."""
+        if isinstance(question_id, (int, float)) and not isinstance(question_id, bool):
+            raise ValueError(f"{question_id!r} is read as a number: write the id as text, e.g. q{question_id} or "
+                             f"'{question_id}' in quotes")
+        return question_id
+
+    @field_validator("id")
+    @classmethod
+    def _not_a_paper_column(cls, question_id: str) -> str:
+        if question_id.casefold() in RESERVED_IDS:
+            raise ValueError(f"{question_id!r} names a column the papers sheet already has ({', '.join(RESERVED_IDS)}): "
+                             f"choose another id")
+        return question_id
+
+    @field_validator("text")
+    @classmethod
+    def _words_in_text(cls, text: str) -> str:
+        """``text: "   "`` passed the length check, and every paper was read for a question without words."""
+        if len(text.strip()) < 3:
+            raise ValueError("the question has no words (fewer than 3 characters besides spaces)")
+        return text
+
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, kind: str) -> str:
@@ -148,13 +179,14 @@ class QuestionSet(BaseModel):
     source: str = ""
 
     @model_validator(mode="after")
-    def _check_ids_and_bridges(self) -> "QuestionSet":
+    def _check_ids_and_bridges(self, info: ValidationInfo) -> "QuestionSet":
         seen: set[str] = set()
         for q in self.questions:
             if q.id in seen:
                 raise ValueError(f"question id {q.id!r} appears twice")
             seen.add(q.id)
-        ordered_ids(self.questions)  # raises on unknown bridges and cycles
+        if not (info.context or {}).get(BRIDGES_ELSEWHERE):  # else checked once the files are merged
+            ordered_ids(self.questions)  # raises on unknown bridges and cycles
         return self
 
     def get(self, question_id: str) -> QuestionTemplate:
@@ -225,12 +257,12 @@ def _describe(error: ValidationError, raw: dict) -> str:
         loc = loc[2:]
     field_name = ".".join(str(part) for part in loc)
     parts = [p for p in (where, f"field {field_name!r}" if field_name else "") if p]
-    return ": ".join(parts + [first["msg"]])
+    return ": ".join(parts + [first["msg"].removeprefix("Value error, ")])  # pydantic's prefix of our own messages
 
 
 def resolve_path(name_or_path: str | Path) -> Path:
     """A file path, or the name of a template set in the questions library (``mlpsych`` -> questions/mlpsych.yaml)."""
-    candidate = Path(name_or_path)
+    candidate = Path(name_or_path).expanduser()
     if candidate.is_file():
         return candidate
     for folder in (Path.cwd() / "questions", library_dir()):
@@ -238,6 +270,10 @@ def resolve_path(name_or_path: str | Path) -> Path:
             path = folder / f"{name_or_path}{suffix}"
             if path.is_file():
                 return path
+    if candidate.is_dir():  # a study folder given for its question file ("mlpsych" above is the library's, though)
+        inside = sorted(p.name for p in candidate.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+        raise QuestionFileError(f"question file {str(name_or_path)!r} is a folder: give the file itself"
+                                + (f" (it holds {', '.join(inside)})" if inside else ""))
     raise QuestionFileError(
         f"question file {name_or_path!r} not found (give a path, or one of: {', '.join(library_names()) or 'none'})"
     )
@@ -253,32 +289,82 @@ def library_names() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
-def parse_question_set(raw: object, source: str) -> QuestionSet:
+def parse_question_set(raw: object, source: str, *, bridges_elsewhere: bool = False) -> QuestionSet:
     if not isinstance(raw, dict):
         raise QuestionFileError(f"{source}: expected a mapping with a 'questions' list at the top level")
     try:
-        return QuestionSet.model_validate({**raw, "source": source})
+        return QuestionSet.model_validate({**raw, "source": source}, context={BRIDGES_ELSEWHERE: bridges_elsewhere})
     except ValidationError as error:
         raise QuestionFileError(f"{source}: {_describe(error, raw)}") from None
 
 
-def load_question_set(name_or_path: str | Path) -> QuestionSet:
-    """Load and validate a template file; any problem is a QuestionFileError naming file, question and field."""
+def load_question_set(name_or_path: str | Path, *, bridges_elsewhere: bool = False) -> QuestionSet:
+    """Load and validate a template file; any problem is a QuestionFileError naming file, question and field.
+    ``bridges_elsewhere``: the file is answered with others, which may hold the questions it bridges from."""
     path = resolve_path(name_or_path)
     try:
-        content = path.read_text(encoding="utf-8")
+        content = path.read_text(encoding="utf-8-sig")  # the byte-order mark Windows editors write is no content
         raw = json.loads(content) if path.suffix == ".json" else yaml.safe_load(content)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as error:
-        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        detail = _read_problem(error)
         raise QuestionFileError(f"{path}: cannot be read as {'JSON' if path.suffix == '.json' else 'YAML'}: {detail}") from None
-    return parse_question_set(raw, str(path))
+    return _models_beside(parse_question_set(raw, str(path), bridges_elsewhere=bridges_elsewhere), path.parent)
+
+
+def _models_beside(question_set: QuestionSet, folder: Path) -> QuestionSet:
+    """Model folders the file names relative to itself (``./my-reader``, ``readers/mine`` beside it) as absolute
+    paths, so the file runs from any working folder; a path found from the working folder is kept (as before)."""
+
+    def located(model: str) -> str:
+        candidate = Path(model).expanduser()
+        if candidate.is_absolute() or candidate.exists() or not (folder / candidate).is_dir():
+            return model
+        return str((folder / candidate).resolve())
+
+    questions = []
+    for q in question_set.questions:
+        changes: dict = {"models": [located(m) for m in q.models]}
+        if q.normalize is not None and q.normalize.model:
+            changes["normalize"] = q.normalize.model_copy(update={"model": located(q.normalize.model)})
+        questions.append(q.model_copy(update=changes))
+    return question_set.model_copy(update={"questions": questions})
+
+
+# What to do about the YAML mistakes a hand-written question file makes most (its problem -> a hint).
+YAML_HINTS = {
+    "'\\t'": "indent with spaces: YAML does not allow tabs",
+    "mapping values are not allowed here": "put a text holding ': ' in quotes, or check the indentation",
+}
+
+
+def _read_problem(error: Exception) -> str:
+    """Why a question file could not be read, in one line that says where."""
+    if isinstance(error, yaml.YAMLError):
+        return _yaml_problem(error)
+    if isinstance(error, UnicodeDecodeError):  # a file saved in a Windows code page ("Qu\xe9 se us\xf3?")
+        line = error.object.count(b"\n", 0, error.start) + 1
+        return f"line {line} is not UTF-8 text (byte {error.object[error.start]:#04x}): save the file as UTF-8"
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """'line 4, column 12: mapping values are not allowed here (hint)': YAML's message spreads where and what over
+    several lines, and its first line alone ('while scanning for the next token') says neither."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    hint = next((text for key, text in YAML_HINTS.items() if key in problem), None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    return where + problem + (f" ({hint})" if hint else "")
 
 
 def load_question_sets(names: list[str | Path]) -> QuestionSet:
-    """Several template files answered as one set (ids must stay unique across them)."""
-    sets = [load_question_set(n) for n in names]
-    if len(sets) == 1:
-        return sets[0]
+    """Several template files answered as one set (ids must stay unique across them; a question may bridge from
+    another file's question)."""
+    if not names:  # --questions "" (a script's unset variable)
+        raise QuestionFileError(f"no question file given (give a path, or one of: {', '.join(library_names())})")
+    if len(names) == 1:
+        return load_question_set(names[0])
+    sets = [load_question_set(n, bridges_elsewhere=True) for n in names]
     merged = [q for s in sets for q in s.questions]
     return parse_question_set(
         {"name": "+".join(s.name or Path(s.source).stem for s in sets), "questions": [q.model_dump() for q in merged]},

@@ -14,12 +14,16 @@ from pydantic_core import PydanticCustomError
 from mlpsych.errors import SettingsError, UnknownChoice
 
 
+# The most tokens a reader adds around the question and the window (RoBERTa's <s> q </s></s> c </s>): the room a
+# window's stride is checked against before any model is loaded.
+MAX_SPECIAL_TOKENS = 4
+
+
 class ReaderSettings(BaseModel):
     """How a paper is windowed, decoded and computed; what changes the result is in the cache key (``cache_fields``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    stride: int = Field(default=128, ge=0, description="tokens shared by neighbouring windows (the paper's doc_stride)")
     # Tokens per model input (within the model's maximum; None: the model's maximum). 384 as the transformers
     # pipeline; the model's 512 shared by all questions was not better on both halves of the development papers
     # (benchmarks/README.md, answer_quality).
@@ -29,6 +33,8 @@ class ReaderSettings(BaseModel):
     # longer question borrows up to stride // 2 tokens from the side of the window its neighbour also reads
     # (nothing goes unread), and is cut beyond that.
     question_tokens: int = Field(default=24, ge=1)
+    # After max_length and question_tokens, which its validator reads (a field sees only the fields before it).
+    stride: int = Field(default=128, ge=0, description="tokens shared by neighbouring windows (the paper's doc_stride)")
     n_best: int = Field(default=20, ge=1)  # start and end candidates per window
     batch_size: int | None = Field(default=None, ge=1, description="windows read at once",  # Reader.default_batch_size
                                    json_schema_extra={"none": "chosen per device and model"})
@@ -63,6 +69,19 @@ class ReaderSettings(BaseModel):
     # Summed by default: against the earlier "kept" it answered better on both halves of the development papers
     # (benchmarks/README.md, answer_quality, issue 23's re-run).
     same_text: Literal["kept", "summed"] = "summed"
+
+    @field_validator("stride")
+    @classmethod
+    def _stride_within_window(cls, stride: int, info: ValidationInfo) -> int:
+        """A stride the windows cannot hold is refused with the settings: else every paper failed at its windowing,
+        after the whole folder was read."""
+        length, question = info.data.get("max_length"), info.data.get("question_tokens")
+        if length is not None and question is not None and stride >= length - question - MAX_SPECIAL_TOKENS:
+            raise PydanticCustomError("stride", "must be below the paper's tokens a window holds (max_length {length} "
+                                      "less {question} kept for the question and up to {special} for the model's own "
+                                      "tokens): a smaller stride or a larger max_length",
+                                      {"length": length, "question": question, "special": MAX_SPECIAL_TOKENS})
+        return stride
 
     @field_validator("runtime")
     @classmethod

@@ -77,3 +77,61 @@ def test_unreachable_hub_means_one_request_then_the_offline_message(tmp_path):
     assert "did not start" in error[0] and "somebody/reader-that-is-not-here" in done.stderr
     assert "cannot be reached" in done.stderr and "mlpsych dev tiny-models" in done.stderr
     assert hub.connections == 1  # the probe; no retries, no request per file
+
+
+class NoSuchModelHub:
+    """A Hub that answers: it is there (any request), and has no model of any id (the answer to a misspelt id)."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_HEAD(self) -> None:  # noqa: N802 - the probe
+                self.send_response(200)
+                self.end_headers()
+
+            def do_GET(self) -> None:  # noqa: N802 - /api/models/<id>: no such repository
+                self.send_response(404)
+                self.send_header("X-Error-Code", "RepoNotFound")
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"error": "Repository not found"}')
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.slow
+def test_a_misspelt_hub_model_is_named_before_any_paper_is_read(tmp_path):
+    """Online, a question file's misspelt model id ("deepset/roberta-large-sqad2") counted as a download: the run
+    read the folder and the other questions' models first, and failed when loading it."""
+    hub = NoSuchModelHub()
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hf"), MLPSYCH_CACHE=str(tmp_path / "cache"))
+    questions = tmp_path / "q.yaml"
+    questions.write_text("questions:\n  - id: q1\n    text: What software was used?\n"
+                         "    models: [deepset/roberta-large-sqad2]\n", encoding="utf-8")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "mlpsych", "run", str(REPO / "examples" / "papers"), "--questions", str(questions),
+             "--out", str(tmp_path / "out.xlsx"), "--no-progress", "--no-normalize"],
+            env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        )
+    finally:
+        hub.close()
+    assert done.returncode == 2, done.stderr
+    assert "did not start" in done.stderr and "Traceback" not in done.stderr
+    assert "- reader deepset/roberta-large-sqad2: the Hugging Face Hub has no model of that id" in done.stderr
+    assert "read 4 document" not in done.stderr  # no paper was read

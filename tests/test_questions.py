@@ -54,6 +54,8 @@ def test_user_questions_in_yaml_and_json(tmp_path):
          "also_ask names sub-questions: it needs bridge_from"),
         ("questions:\n  - id: a\n    text: What was used?\n    models: [m]\n    retrieval: {unit: paragraph}\n",
          "question 'a': field 'retrieval.unit'"),
+        ("questions:\n  - id: a\n    text: '    '\n    models: [m]\n", "question 'a': field 'text': the question has no "
+                                                                       "words"),
         ("questions: [\n", "cannot be read as YAML"),
         ("- just a list\n", "expected a mapping"),
         ("questions:\n  - id: a\n    text: One?\n    models: [m]\n  - id: a\n    text: Two?\n    models: [m]\n", "appears twice"),
@@ -66,12 +68,124 @@ def test_errors_name_file_question_and_field(tmp_path, body, expected):
     message = str(info.value)
     assert message.startswith(str(path))
     assert expected in message
-    assert "\n" not in message
+    assert "\n" not in message and "Value error" not in message  # pydantic's words for the file's own checks
+
+
+def test_an_add_on_file_may_bridge_from_a_question_of_another_file(tmp_path):
+    """``--questions mlpsych,follow-ups.yaml`` with a follow-up bridging from the library's q1 was refused: each
+    file's bridges were checked alone ("bridges from unknown question 'q1'")."""
+    add_on = write(tmp_path, "questions:\n  - id: q5\n    text: Which data was __PLACEHOLDER__ trained on?\n"
+                             "    models: [m]\n    bridge_from: q1\n")
+    both = load_question_sets(["mlpsych", add_on])
+    assert [q.id for q in both.select(["q5"]).in_run_order()] == ["q1", "q5"]
+    with pytest.raises(QuestionFileError, match=f"{add_on}: .*bridges from unknown question 'q1'"):
+        load_question_sets([add_on])
+    other = write(tmp_path, "questions:\n  - id: n\n    text: How many took part?\n    models: [m]\n", "other.yaml")
+    with pytest.raises(QuestionFileError, match="bridges from unknown question 'q1'"):
+        load_question_sets([add_on, other])  # the merged set still checks its bridges
+
+
+def test_a_numbered_id_is_said_to_be_a_number_with_how_to_write_it(tmp_path):
+    """``id: 1`` (questions numbered 1, 2, 3) said only "Input should be a valid string"."""
+    path = write(tmp_path, "questions:\n  - id: 1\n    text: How many took part?\n    models: [m]\n")
+    with pytest.raises(QuestionFileError, match=r"field 'id': .*1 is read as a number: write the id as text, e\.g\. "
+                                                r"q1 or '1' in quotes"):
+        load_question_set(path)
+    quoted = write(tmp_path, "questions:\n  - id: '1'\n    text: How many took part?\n    models: [m]\n", "q.yaml")
+    assert load_question_set(quoted).questions[0].id == "1"
+
+
+@pytest.mark.parametrize("question_id", ["status", "paper_id", "Source_File"])
+def test_an_id_that_is_a_column_of_the_papers_sheet_is_refused(tmp_path, question_id):
+    """A question called "status" (socioeconomic status, say) overwrote the papers sheet's status column: a paper
+    that failed showed an empty status, and the other papers their answers where "ok" belonged."""
+    path = write(tmp_path, f"questions:\n  - id: {question_id}\n    text: What status did they have?\n    models: [m]\n")
+    with pytest.raises(QuestionFileError, match=rf"question '{question_id}': field 'id': .*names a column"):
+        load_question_set(path)
+
+
+def test_the_refused_ids_cover_the_papers_sheets_own_columns():
+    from mlpsych.documents import Document
+    from mlpsych.export import paper_rows
+    from mlpsych.pipeline import RunResult
+    from mlpsych.questions import RESERVED_IDS, parse_question_set
+
+    questions = parse_question_set({"questions": [{"id": "q", "text": "What was used?", "models": ["m"]}]}, "f")
+    result = RunResult(documents=[Document(id="p", text="Some text.")], questions=questions)
+    assert set(paper_rows(result)[0]) - {"q"} <= set(RESERVED_IDS)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("questions:\n\t- id: a\n", "line 2, column 1: found character '\\t' that cannot start any token (indent with "
+                                     "spaces"),
+        ("questions:\n  - id: a\n    text: Design: was it an experiment?\n    models: [m]\n",
+         "line 3, column 17: mapping values are not allowed here (put a text holding ': ' in quotes"),
+    ],
+)
+def test_a_yaml_mistake_is_said_with_its_line(tmp_path, body, expected):
+    """A tab or an unquoted ': ' in a question's text was reported by YAML's first line alone ("while scanning for
+    the next token"), with no line to look at."""
+    path = write(tmp_path, body)
+    with pytest.raises(QuestionFileError) as info:
+        load_question_set(path)
+    assert str(info.value).startswith(f"{path}: cannot be read as YAML: {expected}")
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path, suffix):
+    """A JSON question file saved by Notepad or Windows PowerShell (UTF-8 with a byte-order mark) was refused:
+    "Unexpected UTF-8 BOM (decode using utf-8-sig)"."""
+    path = tmp_path / f"mine{suffix}"
+    body = json.dumps({"questions": [{"id": "n", "text": "How many took part?", "models": ["m"]}]})
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    assert [q.id for q in load_question_set(path).questions] == ["n"]
+
+
+def test_a_file_not_saved_as_utf8_is_said_with_its_line(tmp_path):
+    """A file saved in a Windows code page ("Qu\xe9 se us\xf3?") said "'utf-8' codec can't decode byte 0xe9 in
+    position 33": no line, nothing to do about it."""
+    path = tmp_path / "mine.yaml"
+    path.write_bytes("questions:\n  - id: a\n    text: Qué se usó?\n    models: [m]\n".encode("cp1252"))
+    with pytest.raises(QuestionFileError) as info:
+        load_question_set(path)
+    assert str(info.value) == f"{path}: cannot be read as YAML: line 3 is not UTF-8 text (byte 0xe9): save the file as UTF-8"
+
+
+def test_model_folders_beside_the_file_are_found_from_any_working_folder(tmp_path, monkeypatch):
+    """A study folder holding its question file and its adapted reader (``models: [./my-reader]``) ran only from
+    inside that folder; from anywhere else the run stopped: "reader ./my-reader: no model folder there"."""
+    study = tmp_path / "study"
+    for folder in ("my-reader", "my-llm"):
+        (study / folder).mkdir(parents=True)
+        (study / folder / "config.json").write_text("{}")
+    write(study, "questions:\n  - id: a\n    text: What was used?\n    models: [./my-reader, deepset/roberta-base-squad2]\n"
+                 "    normalize: {prompt: 'List {answers}', model: my-llm}\n", "q.yaml")
+    monkeypatch.chdir(tmp_path)
+    question = load_question_set("study/q.yaml").get("a")
+    assert question.models == [str(study.resolve() / "my-reader"), "deepset/roberta-base-squad2"]
+    assert question.normalize.model == str(study.resolve() / "my-llm")
+    monkeypatch.chdir(study)  # found from the working folder too: kept as written
+    assert load_question_set("q.yaml").get("a").models == ["./my-reader", "deepset/roberta-base-squad2"]
 
 
 def test_unknown_name_lists_the_library():
     with pytest.raises(QuestionFileError, match="mlpsych"):
         load_question_set("no-such-template-set")
+
+
+def test_no_name_a_folder_or_a_home_path_as_question_file_say_what_to_give(tmp_path, monkeypatch):
+    """``--questions ""`` (a script's unset variable) said ": field 'questions': List should have at least 1 item",
+    a study folder "not found" though it is there, and a quoted "~/study/q.yaml" was not found either."""
+    with pytest.raises(QuestionFileError, match=r"^no question file given \(give a path, or one of: .*mlpsych"):
+        load_question_sets([])
+    write(tmp_path, "questions:\n  - id: n\n    text: How many took part?\n    models: [m]\n", "q.yaml")
+    with pytest.raises(QuestionFileError, match=r"is a folder: give the file itself \(it holds q\.yaml\)"):
+        load_question_set(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert load_question_set("~/q.yaml").get("n").text == "How many took part?"
 
 
 def test_select_adds_bridges():

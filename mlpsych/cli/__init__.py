@@ -28,6 +28,12 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def comma_list(value: str | None) -> list[str]:
+    """The names of a comma-separated option (``--only q1, q2``), each stripped: a researcher types a space after
+    the comma, and " q2" is no question id or file name."""
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
 def check_output(path: Path, flag: str = "--out") -> None:
     """Before any paper is read: the output's folder exists (or is made) and takes a file, so a run never ends
     in a traceback at the write."""

@@ -7,6 +7,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from mlpsych.cli import comma_list
 from mlpsych.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -82,13 +83,13 @@ def run(args: argparse.Namespace) -> int:
         if sheet.suffix.lower() not in (".xlsx", ".xlsm"):
             raise UserError(f"--coded {sheet}: expected the .xlsx results sheet of `mlpsych run`")
     try:
-        questions = load_question_sets([n for n in args.questions.split(",") if n])
+        questions = load_question_sets(comma_list(args.questions))
     except QuestionFileError as error:
         raise UserError(str(error)) from None
     documents = {d.id: d for d in ingest_from_args(args, args.texts) if d.ok}
     try:
         if args.gold:
-            unanswerable = [q.strip() for q in args.unanswerable.split(",") if q.strip()]
+            unanswerable = comma_list(args.unanswerable)
             coding = coding_from_gold(args.gold, documents, unanswerable)
             source = {"gold": str(args.gold)}
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mlpsych.cli import comma_list
 from mlpsych.errors import UserError
 
 
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if args.gold and not args.pred:
         raise UserError("--gold needs --pred, the run whose answers the gold judges")
     try:
-        questions = load_question_sets([n for n in args.questions.split(",") if n])
+        questions = load_question_sets(comma_list(args.questions))
     except QuestionFileError as error:
         raise UserError(str(error)) from None
     kinds = {q.id: q.kind for q in questions.questions}
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.gold:
             gold = ev.load_gold(args.gold)
-            unanswerable = [q.strip() for q in args.unanswerable.split(",") if q.strip()]
+            unanswerable = comma_list(args.unanswerable)
             rows = ev.load_predictions(args.pred)
             check_papers(row_papers(rows), texts, str(args.pred))
             data = cf.labelled(rows, texts, kinds, lambda row, item: cf.gold_label(item, gold, unanswerable))

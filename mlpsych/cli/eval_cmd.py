@@ -6,6 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from mlpsych.cli import comma_list
 from mlpsych.errors import UserError
 from mlpsych.evaluation.evaluate import DEFAULT_STAGE, DEFAULT_UNANSWERABLE, STAGES
 from mlpsych.evaluation.metrics import DEFAULT_SIMILARITY_THRESHOLD
@@ -52,10 +53,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _split(value: str | None) -> list[str]:
-    return [part.strip() for part in (value or "").split(",") if part.strip()]
-
-
 def run(args: argparse.Namespace) -> int:
     from mlpsych.evaluation import evaluate as ev
     from mlpsych.evaluation.metrics import COLUMNS, PAPER_COLUMNS
@@ -71,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
         texts = _corpus(args.texts) if args.texts else None
         rows = ev.load_predictions(args.pred)
         papers = ev.load_run_papers(args.pred)
-        questions = _split(args.questions) or None
-        unanswerable = _split(args.unanswerable)
+        questions = comma_list(args.questions) or None
+        unanswerable = comma_list(args.unanswerable)
         ev.plan_scoring(gold, rows, questions, texts, unanswerable, papers, quiet=True)  # fails before a model loads
         similarity = None
         if not args.no_similar:

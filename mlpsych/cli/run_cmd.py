@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 
-from mlpsych.cli import check_output
-from mlpsych.errors import SettingsError, UserError
+from mlpsych.cli import check_output, comma_list
+from mlpsych.errors import EvalInputError, SettingsError, UserError
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import PRESETS, RunSettings, build_settings
 
@@ -133,6 +133,71 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
         raise UserError(f"--{dest.replace('_', '-')} {error.value}: {error.reason}") from None
 
 
+def check_not_coded(out: Path) -> None:
+    """A results sheet a coder has begun to fill in (correct, corrected_answer, notes) is not written over: a rerun
+    with the default --out results.xlsx replaced a coder's work without a word."""
+    from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.export import CODER_COLUMNS
+
+    if out.suffix.lower() != ".xlsx" or not out.is_file():
+        return
+    try:
+        rows = read_sheet(out, "answers", required=False)
+    except EvalInputError:  # not a workbook: written over, as any other file
+        return
+    coded = sum(any(str(row.get(column) or "").strip() for column in CODER_COLUMNS) for row in rows)
+    if coded:
+        raise UserError(f"--out {out}: {coded} of its answers are coded ({', '.join(CODER_COLUMNS)} filled in), and "
+                        f"this run would write over them: give another --out file (the coded sheet is what mlpsych "
+                        f"agree, adapt and calibrate read)")
+
+
+# Flags that only say how windows are retrieved (their dests, with the value that asks for nothing); of them, those a
+# cascade does not use (its small reader decides how many windows, and which).
+RETRIEVAL_FLAGS: dict[str, object] = {"retrieval": None, "budget": None, "neighbours": None, "small_reader": "none",
+                                      "no_entity_anchor": False}
+UNUSED_BY_CASCADE = ("budget", "neighbours")
+
+
+def check_retrieval_flags(args: argparse.Namespace, questions: QuestionSet, settings: RunSettings) -> None:
+    """A retrieval flag that would change nothing is refused: ignored, it read every window of every paper (minutes a
+    paper) where ``--budget 2`` asked for two, or let the fast preset's cascade choose where it asked for a budget."""
+    from mlpsych.retrieval.ranking import plan_for
+
+    given = [dest for dest, idle in RETRIEVAL_FLAGS.items() if getattr(args, dest, None) not in (None, idle)]
+    plans = [plan for q in questions.questions if (plan := plan_for(q.retrieval, settings.retrieval)) is not None]
+    if not plans:
+        unused, why = given, ("only where windows are retrieved, and this run reads every window of every paper: add "
+                              "--read retrieve or --preset fast")
+    elif all(plan.cascade is not None for plan in plans):
+        unused, why = [d for d in given if d in UNUSED_BY_CASCADE], (
+            "only without a cascade, and in this run a small reader chooses the windows: add --small-reader none")
+    else:
+        return
+    refuse_unused(unused, why)
+
+
+LLM_FLAGS = ("llm", "llm_device", "llm_quantization")  # flags of the LLM stage alone
+
+
+def check_llm_flags(args: argparse.Namespace, questions: QuestionSet) -> None:
+    """``--llm MODEL`` for questions none of which has a normalize: block is refused: it was ignored, and the run
+    ended with the extractive answers alone where the researcher asked for an LLM's clean lists. (With
+    --no-normalize the LLM is not used, as asked.)"""
+    if not getattr(args, "no_normalize", False) and not any(q.normalize for q in questions.questions):
+        refuse_unused([dest for dest in LLM_FLAGS if getattr(args, dest, None) is not None],
+                      "only on questions with a normalize: block (the LLM's prompt), which none of this run's "
+                      "questions has: add one")
+
+
+def refuse_unused(dests: list[str], why: str) -> None:
+    """One line naming the flags given that would change nothing, and why."""
+    if dests:
+        one = len(dests) == 1
+        flags = ", ".join(f"--{dest.replace('_', '-')}" for dest in dests)
+        raise UserError(f"{flags} {'acts' if one else 'act'} {why}, or leave {'it' if one else 'them'} out")
+
+
 # The ways forward when models are missing, in the command line's words (the app has its own).
 MISSING_MODELS_HELP = (
     "Ways forward: connect to the internet once (models download on the first run and are reused after); or use "
@@ -143,17 +208,21 @@ MISSING_MODELS_HELP = (
 
 def check_models(questions: QuestionSet, settings: RunSettings, cache: Path | None) -> None:
     """Every model of the run (readers, the cascade's small reader, the LLM) on this machine or downloadable, and
-    the readers' runtime installed, before the first paper is read; all missing models named at once."""
+    the readers' runtime installed and their device and dtype usable here, before the first paper is read (a typo
+    such as --device gpu stopped the run at the first model load, the whole folder read); all missing models named
+    at once."""
+    from mlpsych.models import ModelLoadError, pick_device, pick_dtype
     from mlpsych.preflight import check_run, download_note, missing_message
 
-    if settings.reader.runtime == "onnxruntime":
-        from mlpsych.models import ModelLoadError
-        from mlpsych.onnx_runtime import import_onnxruntime
+    try:
+        if settings.reader.runtime == "onnxruntime":
+            from mlpsych.onnx_runtime import import_onnxruntime
 
-        try:
             import_onnxruntime()
-        except ModelLoadError as error:
-            raise UserError(str(error)) from None
+        else:
+            pick_dtype(settings.reader.dtype, pick_device(settings.reader.device), int8=True)
+    except ModelLoadError as error:
+        raise UserError(str(error)) from None
     checks = check_run(questions, settings, cache)
     missing = missing_message(checks)
     if missing:
@@ -198,16 +267,18 @@ def run(args: argparse.Namespace) -> int:
     if args.out.suffix.lower() not in WRITERS:
         raise UserError(f"--out {args.out}: use a .xlsx, .csv or .jsonl file name")
     check_output(args.out)
+    check_not_coded(args.out)
     try:
         get_engine(args.engine, address=args.address, workers=args.workers)  # a bad combination fails first
     except EngineError as error:
         raise UserError(str(error)) from None
     try:
-        questions = load_question_sets([n for n in args.questions.split(",") if n]).select(
-            [q for q in (args.only or "").split(",") if q])
+        questions = load_question_sets(comma_list(args.questions)).select(comma_list(args.only))
     except QuestionFileError as error:
         raise UserError(str(error)) from None
     questions, settings = settings_from_args(args, questions)
+    check_retrieval_flags(args, questions, settings)
+    check_llm_flags(args, questions)
     try:
         questions = use_adapted(questions, args.adapted) if args.adapted else questions
     except AdaptError as error:

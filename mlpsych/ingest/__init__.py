@@ -11,6 +11,7 @@ removed, and under ``textnorm`` what the always-on normalization of :mod:`mlpsyc
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -121,7 +122,7 @@ def _read_one(
 ) -> list[Document]:
     kind = kind_of(path)
     if kind == "jsonl":
-        return _from_jsonl(path, ids)
+        return _from_jsonl(path, ids, explicit)
     if kind == "json":
         return _from_text_json(path, ids, explicit)
     doc_id = ids.take(path.stem)
@@ -165,7 +166,10 @@ def _failed(doc_id: str, path: Path, status: str, backend: str) -> Document:
     return Document(id=doc_id, text="", pages=[], source_path=str(path), meta={"backend": backend}, status=status)
 
 
-def _from_jsonl(path: Path, ids: IdAllocator) -> list[Document]:
+def _from_jsonl(path: Path, ids: IdAllocator, explicit: bool) -> list[Document]:
+    if not explicit and _rows_of_another_kind(path):  # a run's answers written into the papers folder, say
+        log.info("skipping %s: its rows are not texts (an object with an 'id', as `mlpsych ingest` writes)", path.name)
+        return []
     try:
         documents = list(read_jsonl(path))
     except IngestError as error:
@@ -176,6 +180,18 @@ def _from_jsonl(path: Path, ids: IdAllocator) -> list[Document]:
         document.id = ids.take(document.id, sanitize=False)
         document.meta.setdefault("backend", "jsonl")
     return documents
+
+
+def _rows_of_another_kind(path: Path) -> bool:
+    """A JSONL whose first row is an object without an 'id' holds no texts: the answers of ``mlpsych run --out
+    papers/results.jsonl`` were read back as papers by the next run, each line a paper with a problem."""
+    try:
+        with path.open("rb") as handle:
+            first = next((line for line in handle if line.strip()), b"")
+        row = json.loads(first) if first else None
+    except (OSError, ValueError):  # unreadable or broken: reported line by line as before
+        return False
+    return isinstance(row, dict) and "id" not in row
 
 
 def _from_text_json(path: Path, ids: IdAllocator, explicit: bool) -> list[Document]:

@@ -189,6 +189,79 @@ def test_bad_choices_and_unknown_presets_are_one_line(tmp_path, capsys):
         assert len(err) == 1 and args[1] in err[0] and "invalid choice" in err[0]
 
 
+@pytest.mark.parametrize("window", [["--max-length", "128"], ["--preset", "reference", "--stride", "400"]])
+def test_a_stride_the_windows_cannot_hold_is_refused_before_any_paper_is_read(examples_dir, tiny_questions, tmp_path,
+                                                                              capsys, window):
+    """``--max-length 128`` (with the default stride of 128) started the run, read the folder and failed every
+    paper at its windowing ("stride (128) must be smaller than the window's context"), writing 0 answers."""
+    out = tmp_path / "r.xlsx"
+    assert main(["run", str(examples_dir / "papers"), "--questions", str(tiny_questions), "--out", str(out),
+                 "--no-progress", *window]) == 2
+    line = one_line_error(capsys)
+    assert "--stride" in line and "max_length" in line and not out.exists()
+
+
+@pytest.mark.parametrize("flags", [["--budget", "2"], ["--small-reader", "some/reader", "--neighbours", "1"],
+                                   ["--preset", "reference", "--budget", "2"],
+                                   ["--preset", "fast", "--budget", "2", "--retrieval", "dense"]])
+def test_a_retrieval_flag_in_a_run_that_reads_every_window_is_refused(examples_dir, tiny_questions, tmp_path, capsys,
+                                                                      flags):
+    """``--budget 2`` without retrieval was ignored without a word: every window of every paper was read, at many
+    times the cost the researcher asked for; with the fast preset, whose small reader chooses the windows, it was
+    ignored too."""
+    out = tmp_path / "r.xlsx"
+    assert main(["run", str(examples_dir / "papers"), "--questions", str(tiny_questions), "--out", str(out),
+                 "--no-progress", *flags]) == 2
+    line = one_line_error(capsys)
+    if "fast" in flags:  # the cascade's small reader chooses how many windows: a budget changed nothing
+        assert line.startswith("mlpsych: error: --budget acts only without a cascade") and "--small-reader none" in line
+    else:
+        assert all(flag in line for flag in flags if flag.startswith("--") and flag != "--preset")
+        assert "only where windows are retrieved" in line
+    assert not out.exists()
+
+
+def test_a_coded_results_sheet_is_not_written_over(examples_dir, tiny_questions, tmp_path, capsys):
+    """A coder marked answers in results.xlsx; a rerun with the same (default) --out replaced the sheet, and the
+    coding with it, without a word."""
+    from openpyxl import Workbook
+
+    out = tmp_path / "results.xlsx"
+    book = Workbook()
+    book.active.title = "answers"
+    book.active.append(["paper_id", "question_id", "answer", "correct", "corrected_answer", "notes"])
+    book.active.append(["burnout-survey-text", "q1", "topic models", None, None, None])
+    book.save(out)
+    assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", out, "--only", "q9") == 2
+    assert "no question q9" in one_line_error(capsys)  # a sheet nobody coded yet is no obstacle
+    book.active.append(["burnout-survey-text", "q1", "survey", "no", None, "a data source"])
+    book.save(out)
+    before = out.read_bytes()
+    assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", out) == 2
+    assert "1 of its answers are coded" in one_line_error(capsys) and out.read_bytes() == before
+
+
+def test_an_llm_for_questions_without_a_normalize_block_is_refused(examples_dir, tiny_questions, tiny_models, tmp_path,
+                                                                   capsys):
+    """``--llm FOLDER`` with a question file whose questions have no normalize: block was ignored without a word:
+    the run ended with the extractive answers alone."""
+    out = tmp_path / "r.xlsx"
+    assert main(["run", str(examples_dir / "papers"), "--questions", str(tiny_questions), "--only", "q3", "--out",
+                 str(out), "--no-progress", "--llm", str(tiny_models["llama"])]) == 2
+    line = one_line_error(capsys)
+    assert line.startswith("mlpsych: error: --llm acts only on questions with a normalize: block") and not out.exists()
+
+
+def test_a_device_typo_is_said_before_any_paper_is_read(examples_dir, tiny_questions, tmp_path, capsys, caplog):
+    """``--device gpu`` (or ``--dtype float16`` on a CPU) stopped the run only at the first model load, once every
+    paper of the folder had been read."""
+    caplog.set_level("INFO", logger="mlpsych")
+    assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", tmp_path / "r.xlsx",
+                   "--device", "gpu") == 2
+    assert one_line_error(capsys) == "mlpsych: error: unknown device 'gpu' (use auto, cpu, cuda, cuda:N or mps)"
+    assert not [r for r in caplog.records if r.name.startswith("mlpsych.ingest")]
+
+
 def test_help_shows_every_default():
     from mlpsych.cli import build_parser
 
@@ -226,3 +299,18 @@ def test_what_a_folder_skips_is_said_once(examples_dir, tiny_questions, tmp_path
     assert run_cli(papers, "--questions", tiny_questions, "--only", "q1", "--out", tmp_path / "r.csv", "--cache",
                    tmp_path / "cache") == 0
     assert sum("skipping notes.xyz" in record.getMessage() for record in caplog.records) == 1
+
+
+def test_a_space_after_a_comma_in_only_and_questions_is_no_part_of_the_name(examples_dir, tiny_questions, tiny_models,
+                                                                             tmp_path, capsys):
+    """``--only "q3, n"`` was refused ("no question  n") and ``--questions "a.yaml, b.yaml"`` looked for a file
+    named " b.yaml": a space typed after a comma became part of the name."""
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    shutil.copy(examples_dir / "papers" / "burnout-survey-text.txt", papers)
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(f"questions:\n  - id: n\n    text: How many took part?\n    models: [{tiny_models['bert']}]\n")
+    out = tmp_path / "r.xlsx"
+    assert run_cli(papers, "--questions", f"{tiny_questions}, {extra}", "--only", "q3, n", "--no-normalize",
+                   "--out", out, "--cache", tmp_path / "cache") == 0, capsys.readouterr().err
+    assert [c.value for c in load_workbook(out)["papers"][1]][3:] == ["q3", "n"]

@@ -54,6 +54,18 @@ def test_unrelated_json_in_folder_is_skipped_but_explicit_one_reported(tmp_path:
     assert document.status.startswith("unrecognized JSON")
 
 
+def test_a_runs_answers_in_the_papers_folder_are_not_read_as_papers(tmp_path: Path) -> None:
+    """``mlpsych run papers --out papers/results.jsonl`` then a rerun: every answer line became a paper with the
+    problem "bad JSONL line N: expected an object with an 'id'" (named explicitly, the file is still reported)."""
+    (tmp_path / "paper.txt").write_text("Text of the paper.")
+    row = {"paper_id": "paper", "source_file": "paper.txt", "question_id": "q1", "answer": "random forest"}
+    (tmp_path / "results.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
+    assert [d.id for d in load_documents(tmp_path, progress=False)] == ["paper"]
+    named = load_documents(tmp_path / "results.jsonl", progress=False)
+    assert [d.status for d in named] == ["bad JSONL line 1: expected an object with an 'id'",
+                                         "bad JSONL line 2: expected an object with an 'id'"]
+
+
 def test_cli_jsonl_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     papers = tmp_path / "papers"
     papers.mkdir()
