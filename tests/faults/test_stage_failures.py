@@ -94,7 +94,8 @@ def _plant(monkeypatch: pytest.MonkeyPatch, stage: str) -> None:
         wrap(released, "released_answers", lambda doc, spans, merge=True, read=None: doc.id)
     elif stage == "generating":  # the LLM fails on a prompt made from the poisoned paper's answers
         wrap(CachedNormalizer, "run",
-             lambda self, prompts: POISON if any("lasso" in p.lower() or "spss" in p.lower() for p in prompts) else "")
+             lambda self, prompts, **_: POISON if any("lasso" in p.lower() or "spss" in p.lower() for p in prompts)
+             else "")
     elif stage == "normalizing":
         wrap(normalize, "combine_results", lambda doc, *args, **kwargs: doc.id)
     elif stage == "multi-hop":
