@@ -49,6 +49,23 @@ class DeadHub:
         self.server.close()
 
 
+def run_online(hub, model: str, tmp_path) -> subprocess.CompletedProcess:
+    """`mlpsych run` on examples/papers, online against ``hub`` (closed after), with a question read by ``model``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hf"), MLPSYCH_CACHE=str(tmp_path / "cache"))
+    questions = tmp_path / "q.yaml"
+    questions.write_text("questions:\n  - id: q1\n    text: What software was used?\n"
+                         f"    models: [{model}]\n", encoding="utf-8")
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "mlpsych", "run", str(REPO / "examples" / "papers"), "--questions", str(questions),
+             "--out", str(tmp_path / "out.xlsx"), "--no-progress", "--no-normalize"],
+            env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        )
+    finally:
+        hub.close()
+
+
 def test_local_ids_never_ask_the_hub(tmp_path):
     assert is_local(str(tmp_path)) and is_local("./models/reader") and is_local("~/x")
     assert not is_local("deepset/deberta-v3-large-squad2")
@@ -57,19 +74,7 @@ def test_local_ids_never_ask_the_hub(tmp_path):
 @pytest.mark.slow
 def test_unreachable_hub_means_one_request_then_the_offline_message(tmp_path):
     hub = DeadHub()
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hf"), MLPSYCH_CACHE=str(tmp_path / "cache"))
-    questions = tmp_path / "q.yaml"
-    questions.write_text("questions:\n  - id: q1\n    text: What software was used?\n"
-                         "    models: [somebody/reader-that-is-not-here]\n", encoding="utf-8")
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "mlpsych", "run", str(REPO / "examples" / "papers"), "--questions", str(questions),
-             "--out", str(tmp_path / "out.xlsx"), "--no-progress", "--no-normalize"],
-            env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        )
-    finally:
-        hub.close()
+    done = run_online(hub, "somebody/reader-that-is-not-here", tmp_path)
     assert done.returncode == 2, done.stderr
     error = [line for line in done.stderr.splitlines() if line.startswith("mlpsych: error:")]
     assert len(error) == 1 and "Traceback" not in done.stderr
@@ -117,20 +122,7 @@ class NoSuchModelHub:
 def test_a_misspelt_hub_model_is_named_before_any_paper_is_read(tmp_path):
     """Online, a question file's misspelt model id ("deepset/roberta-large-sqad2") counted as a download: the run
     read the folder and the other questions' models first, and failed when loading it."""
-    hub = NoSuchModelHub()
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hf"), MLPSYCH_CACHE=str(tmp_path / "cache"))
-    questions = tmp_path / "q.yaml"
-    questions.write_text("questions:\n  - id: q1\n    text: What software was used?\n"
-                         "    models: [deepset/roberta-large-sqad2]\n", encoding="utf-8")
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "mlpsych", "run", str(REPO / "examples" / "papers"), "--questions", str(questions),
-             "--out", str(tmp_path / "out.xlsx"), "--no-progress", "--no-normalize"],
-            env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        )
-    finally:
-        hub.close()
+    done = run_online(NoSuchModelHub(), "deepset/roberta-large-sqad2", tmp_path)
     assert done.returncode == 2, done.stderr
     assert "did not start" in done.stderr and "Traceback" not in done.stderr
     assert "- reader deepset/roberta-large-sqad2: the Hugging Face Hub has no model of that id" in done.stderr
