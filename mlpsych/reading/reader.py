@@ -191,6 +191,7 @@ class Reader:
         self._max_positions = 512
         self._batch_size = self.settings.batch_size or 0  # chosen at warm-up if not set; halved on CUDA OOM
         self._encoded: dict[str, EncodedDocument] = {}
+        self._questions_cut: set[str] = set()  # said once each, not once per paper
         self.windows_read = 0  # counted for benchmarks and tests
         self.tokens_read = 0  # model input tokens (no padding): what reading cost (mlpsych.reading.cost)
 
@@ -307,8 +308,10 @@ class Reader:
         if whole:
             return ids[: self.max_length - self._template.special_count - self.settings.stride - 1]
         limit = self.settings.question_tokens + self.settings.stride // 2
-        if len(ids) > limit:
-            log.debug("question cut to %d tokens: %r", limit, text)
+        if len(ids) > limit and text not in self._questions_cut:
+            self._questions_cut.add(text)  # a researcher's own long question, read without its end: said
+            log.warning("question read cut to its first %d of %d tokens (the rest is not read: shorten it): %r",
+                        limit, len(ids), text)
         return ids[:limit]
 
     def _context(self, window: Window, n_windows: int, q_len: int) -> tuple[tuple[int, int], ...]:

@@ -76,13 +76,19 @@ def test_may_be_empty_question_can_return_nothing(tiny_models):
     assert reader.run(doc, [Query("q", "Which software?", 5, 8, allow_empty=True)])[0] == []
 
 
-def test_a_long_question_borrows_from_the_overlap_and_leaves_no_token_unread(tiny_models):
+def test_a_long_question_borrows_from_the_overlap_and_leaves_no_token_unread(tiny_models, caplog):
     doc = Document(id="d", text=TEXT)
     reader = Reader(str(tiny_models["bert"]), ReaderSettings(**SHARED, max_length=96, stride=24, question_tokens=8))
     windows = reader.windows(doc)
     long_question = "Which of the machine learning techniques named in this paper were used for classification?"
-    q_ids = reader._question_ids(long_question)
+    with caplog.at_level("WARNING", logger="mlpsych.reading.reader"):
+        q_ids = reader._question_ids(long_question)
+        reader._question_ids(long_question)
     assert len(q_ids) == 8 + 24 // 2  # room plus half the stride; the rest of the question is cut
+    # and said, once: a researcher's long question read without its end changes what is answered
+    (record,) = caplog.records
+    whole = len(reader.tokenizer(long_question, add_special_tokens=False)["input_ids"])
+    assert record.message.startswith(f"question read cut to its first 20 of {whole} tokens")
     read = [reader._context(w, len(windows), len(q_ids))[0] for w in windows]
     for (start, end), w in zip(read, windows):
         assert end - start == (w.token_end - w.token_start) - 12 and w.token_start <= start < end <= w.token_end
