@@ -58,6 +58,15 @@ class EvalInputError(UserError, ValueError):
     """An input file the user gave cannot be read as expected (shown as a one-line error by the CLI)."""
 
 
+class PapersNotInTexts(EvalInputError):
+    """Coding or gold names papers the texts given do not hold; ``papers`` are their ids (a command that knows which
+    of its texts could not be read says so: a sheet of the right corpus then looks like one of another)."""
+
+    def __init__(self, message: str, papers: list[str]) -> None:
+        super().__init__(message)
+        self.papers = papers
+
+
 class AppInputError(UserError, ValueError):
     """A user mistake the page shows as a one-line message (never a traceback)."""
 

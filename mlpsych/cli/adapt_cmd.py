@@ -66,11 +66,11 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from mlpsych.cli.ingest_cmd import ingest_from_args
+    from mlpsych.cli.ingest_cmd import ingest_from_args, unread_papers_said
     from mlpsych.coding.adapt import AdaptError, AdaptOptions, adapt, adapt_settings, summary_lines
     from mlpsych.coding.coded import coding_from_gold, coding_from_sheets
     from mlpsych.dev.train_reader import inside_repository
-    from mlpsych.errors import EvalInputError, QuestionFileError
+    from mlpsych.errors import EvalInputError, PapersNotInTexts, QuestionFileError
     from mlpsych.models import ModelLoadError
     from mlpsych.questions import load_question_sets
     from mlpsych.settings import RetrievalSettings, RunSettings
@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         questions = load_question_sets(comma_list(args.questions))
     except QuestionFileError as error:
         raise UserError(str(error)) from None
-    documents = {d.id: d for d in ingest_from_args(args, args.texts) if d.ok}
+    read = ingest_from_args(args, args.texts)
+    documents = {d.id: d for d in read if d.ok}
     try:
         if args.gold:
             unanswerable = comma_list(args.unanswerable)
@@ -108,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         result = adapt(coding, documents, questions, args.out, settings, options, checkpoints=args.checkpoints,
                        max_steps=args.max_steps, progress=not args.no_progress, source=source,
                        run_settings=RunSettings(retrieval=RetrievalSettings(read=args.calibration_read)))
+    except PapersNotInTexts as error:
+        raise UserError(unread_papers_said(error, read)) from None
     except (EvalInputError, AdaptError) as error:
         raise UserError(str(error)) from None
     except ValidationError as error:

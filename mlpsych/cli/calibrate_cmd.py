@@ -27,10 +27,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mlpsych.cli.ingest_cmd import ingest_from_args
+    from mlpsych.cli.ingest_cmd import ingest_from_args, unread_papers_said
     from mlpsych.coding import confidence as cf
     from mlpsych.coding.coded import check_papers, row_papers
-    from mlpsych.errors import EvalInputError, QuestionFileError
+    from mlpsych.errors import EvalInputError, PapersNotInTexts, QuestionFileError
     from mlpsych.evaluation import evaluate as ev
     from mlpsych.questions import load_question_sets
 
@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     except QuestionFileError as error:
         raise UserError(str(error)) from None
     kinds = {q.id: q.kind for q in questions.questions}
-    texts = {d.id: d.text for d in ingest_from_args(args, args.texts) if d.ok}
+    read = ingest_from_args(args, args.texts)
+    texts = {d.id: d.text for d in read if d.ok}
     try:
         if args.gold:
             gold = ev.load_gold(args.gold)
@@ -56,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
             rows = cf.merged_sheets([_sheet_rows(sheet, texts) for sheet in args.coded])
             data = cf.labelled(rows, texts, kinds, lambda row, item: cf.sheet_label(row))
             fitted_on = {"coded": [str(s) for s in args.coded]}
+    except PapersNotInTexts as error:
+        raise UserError(unread_papers_said(error, read)) from None
     except EvalInputError as error:
         raise UserError(str(error)) from None
     try:

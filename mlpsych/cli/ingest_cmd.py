@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mlpsych.documents import Document
-from mlpsych.errors import UserError
+from mlpsych.errors import PapersNotInTexts, UserError
 from mlpsych.ingest import CleaningOptions, backend_choices, load_documents, write_jsonl
 
 
@@ -48,6 +48,16 @@ def ingest_from_args(args: argparse.Namespace, inputs: Path | str | Sequence[Pat
         cleaning=cleaning_from_args(args),
         progress=not (getattr(args, "quiet", False) or getattr(args, "no_progress", False)),
     )
+
+
+def unread_papers_said(error: PapersNotInTexts, documents: Sequence[Document]) -> str:
+    """``error`` with the reason for each of its papers that ``documents`` hold but could not read: a coded paper
+    whose file failed (a PDF needing Tika in a shell without it) is then not taken for a paper of another corpus."""
+    statuses = {d.id: d.status for d in documents if not d.ok}
+    unread = [f"{paper} ({statuses[paper]})" for paper in error.papers if paper in statuses]
+    if not unread:
+        return str(error)
+    return f"{error}; of them, --texts holds but could not read: {'; '.join(unread[:10])}"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

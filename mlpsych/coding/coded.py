@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from mlpsych.answers import AnswerStage
 from mlpsych.documents import Document
-from mlpsych.errors import EvalInputError
+from mlpsych.errors import EvalInputError, PapersNotInTexts
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +120,8 @@ def check_papers(papers: Iterable[str], documents: Iterable[str], source: str) -
     missing = sorted(set(papers) - set(documents))
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
-        raise EvalInputError(f"{source}: {len(missing)} paper(s) are not in the texts given: {shown} "
-                             "(a sheet of another corpus, or the wrong --texts)")
+        raise PapersNotInTexts(f"{source}: {len(missing)} paper(s) are not in the texts given: {shown} "
+                               "(a sheet of another corpus, or the wrong --texts)", missing)
 
 
 def coding_from_sheets(paths: Sequence[str | Path], documents: dict[str, Document]) -> Coding:

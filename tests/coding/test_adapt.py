@@ -156,6 +156,15 @@ def test_command_line_refuses_in_one_line(tmp_path: Path, capsys, tiny_bert: Pat
     assert main(args + [str(other)]) == 2
     err = capsys.readouterr().err
     assert "not in the texts given: Z" in err and "Traceback" not in err
+    # Z's file is there but could not be read: said so, not left to look like a paper of another corpus
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    (folder / "A.txt").write_text(PAPER_A, encoding="utf-8")
+    (folder / "Z.pdf").write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 40)
+    assert main([*args[:4], str(folder), *args[5:], str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "not in the texts given: Z" in err
+    assert "--texts holds but could not read: Z (corrupt or unreadable PDF" in err
     coded = write_sheet(tmp_path / "c.xlsx", [["A", "", "q1", "?", "random forests", None, None, None, None, None,
                                                None, None, None, None, None, "yes"]])
     assert main(args[:-1] + ["--device", "tpu", "--coded", str(coded)]) == 2
