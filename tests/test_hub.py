@@ -127,3 +127,4 @@ def test_a_misspelt_hub_model_is_named_before_any_paper_is_read(tmp_path):
     assert "did not start" in done.stderr and "Traceback" not in done.stderr
     assert "- reader deepset/roberta-large-sqad2: the Hugging Face Hub has no model of that id" in done.stderr
     assert "read 4 document" not in done.stderr  # no paper was read
+    assert "Ways forward" not in done.stderr  # bringing models here is no help for a misspelt id

@@ -225,8 +225,9 @@ def check_models(questions: QuestionSet, settings: RunSettings, cache: Path | No
         raise UserError(str(error)) from None
     checks = check_run(questions, settings, cache)
     missing = missing_message(checks)
-    if missing:
-        raise UserError(f"{missing}\n{MISSING_MODELS_HELP}")
+    if missing:  # a misspelt Hub id alone needs its spelling checked, not a way to bring models here
+        ways = any(c.where == "missing" and not c.unknown for c in checks)
+        raise UserError(f"{missing}\n{MISSING_MODELS_HELP}" if ways else missing)
     note = download_note(checks)
     if note:
         log.info("%s", note)
