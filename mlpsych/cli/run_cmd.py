@@ -134,10 +134,11 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
 
 
 def check_not_coded(out: Path) -> None:
-    """A results sheet a coder has begun to fill in (correct, corrected_answer, notes) is not written over: a rerun
-    with the default --out results.xlsx replaced a coder's work without a word."""
+    """A results sheet a coder has begun to fill in is not written over: a rerun with the default --out results.xlsx
+    replaced a coder's work without a word. Any cell a run does not write counts (``correct``, a second coder's
+    ``correct_2``, a column of the coder's own), so no coder's work is lost to a rerun."""
     from mlpsych.evaluation.evaluate import read_sheet
-    from mlpsych.export import CODER_COLUMNS
+    from mlpsych.export import ANSWER_COLUMNS
 
     if out.suffix.lower() != ".xlsx" or not out.is_file():
         return
@@ -145,11 +146,14 @@ def check_not_coded(out: Path) -> None:
         rows = read_sheet(out, "answers", required=False)
     except EvalInputError:  # not a workbook: written over, as any other file
         return
-    coded = sum(any(str(row.get(column) or "").strip() for column in CODER_COLUMNS) for row in rows)
-    if coded:
-        raise UserError(f"--out {out}: {coded} of its answers are coded ({', '.join(CODER_COLUMNS)} filled in), and "
-                        f"this run would write over them: give another --out file (the coded sheet is what mlpsych "
-                        f"agree, adapt and calibrate read)")
+    written = {*ANSWER_COLUMNS, "_row"}
+    filled = [[k for k, v in row.items() if k not in written and str(v if v is not None else "").strip()]
+              for row in rows]
+    if coded := sum(map(bool, filled)):
+        columns = ", ".join(dict.fromkeys(k for row in filled for k in row))
+        raise UserError(f"--out {out}: {coded} of its answers are coded ({columns} filled in), and this run would "
+                        f"write over them: give another --out file (the coded sheet is what mlpsych agree, adapt and "
+                        f"calibrate read)")
 
 
 # Flags that only say how windows are retrieved (their dests, with the value that asks for nothing); of them, those a

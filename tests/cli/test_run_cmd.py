@@ -241,6 +241,25 @@ def test_a_coded_results_sheet_is_not_written_over(examples_dir, tiny_questions,
     assert "1 of its answers are coded" in one_line_error(capsys) and out.read_bytes() == before
 
 
+@pytest.mark.parametrize("column", ["correct_2", "Comment"])
+def test_a_second_coders_or_own_column_is_coding_a_rerun_keeps(examples_dir, tiny_questions, tmp_path, capsys, column):
+    """Only the first coder's columns counted: a sheet where a second coder (the review's ``correct_2``) or a coder's
+    own column held the only marks was written over by a rerun."""
+    from openpyxl import Workbook
+
+    out = tmp_path / "results.xlsx"
+    book = Workbook()
+    book.active.title = "answers"
+    book.active.append(["paper_id", "question_id", "answer", "score", "correct", column])
+    book.active.append(["burnout-survey-text", "q1", "topic models", 0.5, None, "yes"])
+    book.active.append(["burnout-survey-text", "q1", "survey", 0.2, None, "  "])
+    book.save(out)
+    before = out.read_bytes()
+    assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", out) == 2
+    line = one_line_error(capsys)
+    assert f"1 of its answers are coded ({column.lower()} filled in)" in line and out.read_bytes() == before
+
+
 def test_an_llm_for_questions_without_a_normalize_block_is_refused(examples_dir, tiny_questions, tiny_models, tmp_path,
                                                                    capsys):
     """``--llm FOLDER`` with a question file whose questions have no normalize: block was ignored without a word:
