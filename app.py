@@ -317,6 +317,8 @@ def run(papers, run_questions, settings, options: dict) -> None:
     state.downloads = None
     if outcome.result is not None and not outcome.nothing_read:
         state.downloads = {suffix: results.download_bytes(outcome.result, suffix) for suffix in (".xlsx", ".csv")}
+        # each run's coding goes to a file of its own, not one an earlier session left there
+        state.review_path = str(review.fresh_review_path(Path.home() / "mlpsych-reviews"))
 
 
 def use_demo_models() -> None:
@@ -465,8 +467,7 @@ def review_section() -> None:
     outcome = state.get("outcome")
     downloads = state.get("downloads") or {}
     if outcome is not None and outcome.result is not None and ".xlsx" in downloads:
-        target = st.text_input("Keep the coding in", key="review_path",
-                               value=str(Path.home() / "mlpsych-reviews" / f"review-{state.get('run_count', 1)}.xlsx"))
+        target = st.text_input("Keep the coding in", key="review_path")
         if st.button("Review these answers", key="review_start"):
             read = [d for d in outcome.result.documents if d.ok]
             try:

@@ -213,13 +213,56 @@ def papers_for_review(source: str) -> dict[str, Document]:
     return {d.id: d for d in documents if d.ok}
 
 
+def fresh_review_path(folder: Path) -> Path:
+    """The first ``review-N.xlsx`` in ``folder`` not taken: a run's review never lands in an earlier one's file."""
+    n = 1
+    while (folder / f"review-{n}.xlsx").exists():
+        n += 1
+    return folder / f"review-{n}.xlsx"
+
+
+def _tool_answers(source: Path | bytes) -> set[tuple[str, str, str]]:
+    """(paper, question, answer) of the tool's rows of a results workbook (a coder's added rows left out): what
+    tells one run's spreadsheet from another's."""
+    from io import BytesIO
+
+    from openpyxl import load_workbook
+
+    book = load_workbook(BytesIO(source) if isinstance(source, bytes) else source, read_only=True)
+    if SHEET not in book.sheetnames:
+        book.close()
+        return set()
+    rows = book[SHEET].iter_rows(values_only=True)
+    header = [str(c or "").strip().lower() for c in next(rows, ())]
+    index = {name: header.index(name) for name in ("paper_id", "question_id", "answer", "stage") if name in header}
+
+    def cell(row: tuple, name: str) -> str:
+        return str(row[index[name]] or "") if name in index and index[name] < len(row) else ""
+
+    try:
+        return {(cell(r, "paper_id"), cell(r, "question_id"), cell(r, "answer")) for r in rows
+                if cell(r, "stage") != CODER_STAGE}
+    finally:
+        book.close()
+
+
 def start_review(target: str | Path, workbook: bytes) -> Path:
-    """The run's spreadsheet saved where the coding will be kept; an existing file there is kept (it may hold
-    coding), so the review continues it."""
+    """The run's spreadsheet saved where the coding will be kept. An existing file there is kept (it may hold
+    coding), so the review continues it, but only when it is this run's spreadsheet: another run's is refused,
+    never shown as this run's answers."""
     path = Path(target).expanduser()
     if path.suffix.lower() != ".xlsx":
         raise AppInputError(f"{path}: save the review as an .xlsx file")
-    if not path.exists():
+    if path.exists():
+        try:
+            same = path.is_file() and _tool_answers(path) == _tool_answers(workbook)
+        except Exception:  # noqa: BLE001 - openpyxl raises several types for a file that is not a workbook
+            same = False
+        if not same:
+            raise AppInputError(f"{path} already exists and holds another run's answers (or is not a results "
+                                "spreadsheet): give another file to keep this run's coding in, or open that one "
+                                "under 'Continue a review'")
+    else:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.saving.xlsx")
         partial.write_bytes(workbook)

@@ -490,3 +490,40 @@ def test_the_progress_line_estimates_the_follow_ups_only_once_they_are_counted(t
     assert not any("about 0 s left" in line for line in shown)
     assert all("deberta" not in line and "albert" not in line for line in shown)  # the questions are named
     assert any(line.startswith("answering q1 (What machine learning or natural language …)") for line in shown)
+
+
+def run_one_paper(tmp_path: Path, tiny_questions: Path, paper: tuple[str, bytes, str]) -> AppTest:
+    """A session that has run q1 of the tiny models on one paper."""
+    at = page(tmp_path, tiny_questions)
+    at.multiselect(key="picked_questions").set_value(["q1"])
+    upload(at, [paper])
+    at.button(key="run").click()
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    return at
+
+
+def test_a_new_sessions_review_never_opens_or_overwrites_an_earlier_one(tmp_path, tiny_questions, examples_dir,
+                                                                        monkeypatch):
+    """The page proposed review-1.xlsx in every new session: the second session's 'Review these answers' opened the
+    first session's coding (refused as 'papers not among the papers given') after overwriting its saved texts."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    folder = tmp_path / "home" / "mlpsych-reviews"
+    one, two = example_files(examples_dir)[:2]
+    first = run_one_paper(tmp_path, tiny_questions, one)
+    assert first.text_input(key="review_path").value == str(folder / "review-1.xlsx")
+    first.button(key="review_start").click().run()
+    assert not first.error and first.session_state["review_sheet"].papers() == [Path(one[0]).stem]
+    kept = (folder / "review-1-texts.jsonl").read_bytes()
+
+    second = run_one_paper(tmp_path, tiny_questions, two)  # a new session (a reload, another day)
+    assert second.text_input(key="review_path").value == str(folder / "review-2.xlsx")
+    second.button(key="review_start").click().run()
+    assert not second.error and second.session_state["review_sheet"].papers() == [Path(two[0]).stem]
+    second.text_input(key="review_path").input(str(folder / "review-1.xlsx"))  # the earlier review, typed
+    second.button(key="review_start").click().run()
+    (error,) = [e.value for e in second.error]
+    assert "already exists and holds another run's answers" in error
+    assert (folder / "review-1-texts.jsonl").read_bytes() == kept  # the first review's papers are untouched
+    first.button(key="review_start").click().run()  # the same run's own file: the review continues it
+    assert not first.error and first.session_state["review_sheet"].papers() == [Path(one[0]).stem]
