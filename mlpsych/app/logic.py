@@ -91,8 +91,9 @@ class SavedUploads:
 
 def save_uploads(files: Iterable[tuple[str, bytes]], folder: Path, *,
                  max_bytes: int = MAX_UPLOAD_MB * 1024 * 1024) -> SavedUploads:
-    """Write ``(name, content)`` pairs into ``folder`` under sanitized, unique names; unsupported or empty files
-    and files over the size limit are refused, not written."""
+    """Write ``(name, content)`` pairs into ``folder`` under sanitized, unique names; unsupported files and files
+    over the size limit are refused, not written. An empty file is written: reading it gives it the status
+    ``empty file``, so it is listed with the other papers in the results and their spreadsheet."""
     folder.mkdir(parents=True, exist_ok=True)
     allowed = {f".{s}" for s in upload_suffixes()}
     taken = {p.name.lower() for p in folder.iterdir()}
@@ -102,9 +103,6 @@ def save_uploads(files: Iterable[tuple[str, bytes]], folder: Path, *,
         suffix = Path(safe).suffix.lower()
         if suffix not in allowed:
             saved.refused.append(f"{name}: unsupported file type (use one of: {', '.join(sorted(allowed))})")
-            continue
-        if not content:
-            saved.refused.append(f"{name}: the file is empty")
             continue
         if len(content) > max_bytes:
             saved.refused.append(f"{name}: larger than {max_bytes // (1024 * 1024)} MB")

@@ -527,3 +527,23 @@ def test_a_new_sessions_review_never_opens_or_overwrites_an_earlier_one(tmp_path
     assert (folder / "review-1-texts.jsonl").read_bytes() == kept  # the first review's papers are untouched
     first.button(key="review_start").click().run()  # the same run's own file: the review continues it
     assert not first.error and first.session_state["review_sheet"].papers() == [Path(one[0]).stem]
+
+
+def test_an_empty_upload_is_listed_with_its_status_in_the_results_and_the_download(tmp_path, tiny_questions,
+                                                                                    examples_dir):
+    """An empty file was refused at upload with a warning gone at the next click, and missing from the
+    spreadsheet's papers sheet: a study of 40 files downloaded 39 rows."""
+    paper = example_files(examples_dir)[0]
+    at = page(tmp_path, tiny_questions)
+    at.multiselect(key="picked_questions").set_value(["q1"])
+    upload(at, [paper, ("notes.txt", b"", "text/plain")])
+    at.button(key="run").click()
+    at.run()
+    assert not at.exception
+    at.text_input(key="filter_text").input("").run()  # any later click: what the page says must still be there
+    status = next(d.value for d in at.dataframe if "pages" in d.value.columns).set_index("paper")
+    assert status.loc["notes", "status"] == "empty file" and status.loc[Path(paper[0]).stem, "status"] == "ok"
+    assert any(w.value.startswith("notes (notes.txt): empty file") for w in at.warning)
+    book = load_workbook(io.BytesIO(at.session_state["downloads"][".xlsx"]))
+    rows = {r[0]: r[2] for r in book["papers"].iter_rows(min_row=2, values_only=True)}
+    assert rows == {Path(paper[0]).stem: "ok", "notes": "empty file"}
