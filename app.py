@@ -517,11 +517,11 @@ def review_pane(sheet) -> None:
     for item in [] if paper is None else sheet.items(paper):
         with st.container(border=True):
             sure = "–" if item.confidence is None else f"{item.confidence:.2f}"
-            asked = f" · about {item.bridge_entity}" if item.bridge_entity else ""
+            asked = f" · about {results.literal(item.bridge_entity)}" if item.bridge_entity else ""
             added = " · added by a coder" if item.stage == AnswerStage.CODER else ""
-            st.markdown(f"**{item.answer}** · {item.question_id}{asked} · confidence {sure} · page "
-                        f"{item.page or '–'}{added}")
-            st.caption(item.evidence or "(no evidence sentence)")
+            st.markdown(f"**{results.literal(item.answer)}** · {results.literal(item.question_id)}{asked} · "
+                        f"confidence {sure} · page {item.page or '–'}{added}")
+            st.caption(results.literal(item.evidence) if item.evidence else "(no evidence sentence)")
             current = next(k for k, v in MARK_CHOICES.items() if v == item.correct)
             mark, fix, note = st.columns([2, 3, 3])
             mark.radio("Correct?", list(MARK_CHOICES), index=list(MARK_CHOICES).index(current), horizontal=True,
@@ -577,7 +577,7 @@ def add_missed(sheet, paper: str, rid: int) -> None:
             except logic.AppInputError as error:
                 st.error(str(error))
             else:
-                state.review_flash_ok = f"Added to {question}: {' '.join(text.split())}"
+                state.review_flash_ok = f"Added to {question}: {results.literal(' '.join(text.split()))}"
                 st.rerun()
     if state.get("review_flash_ok"):
         st.success(state.pop("review_flash_ok"))

@@ -6,6 +6,7 @@ one filter record narrows both the table on the page and the "download filtered"
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, replace
@@ -61,11 +62,22 @@ def results_table(result: RunResult) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RESULT_COLUMNS) if rows else pd.DataFrame(columns=RESULT_COLUMNS)
 
 
+# What Streamlit's markdown would take for markup in a paper's text: CommonMark's and GFM's (emphasis, links, HTML,
+# headings, list numbers, ~~), its math ($) and its emoji and colour shortcodes (:smile:, :red[...]).
+_MARKUP = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~$:])")
+
+
+def literal(text: object) -> str:
+    """Text of a paper (or a template) for the page's markdown, every markup character escaped: shown as it was
+    read, not "b*x + c*y" as "bx + cy" in italics, a "12. Results" sentence as a list, "$40 and $60" as math."""
+    return _MARKUP.sub(r"\\\1", str(text))
+
+
 def evidence_card(row: dict) -> str:
     """One answer in full for the page (markdown): the question asked, the answer, and its evidence and page,
     wrapped, where the table cuts long sentences."""
-    return (f"**{row['paper']}**, {row['question']}\n\n**{row['answer']}** (page {row['page']})\n\n"
-            f"> {row['evidence']}")
+    return (f"**{literal(row['paper'])}**, {literal(row['question'])}\n\n**{literal(row['answer'])}** "
+            f"(page {row['page']})\n\n> {literal(row['evidence'])}")
 
 
 def filter_results(table: pd.DataFrame, chosen: ResultFilter) -> pd.DataFrame:

@@ -4,6 +4,7 @@ for the table and the filtered download, duplicates across formats."""
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from openpyxl import load_workbook
@@ -51,7 +52,7 @@ def test_results_table_names_the_technique_of_follow_ups():
 def test_evidence_card_shows_the_whole_sentence_and_page():
     row = results.results_table(_result()).iloc[2].to_dict()
     assert results.evidence_card(row) == ("**a**, What was random forests for?\n\n**to predict mood** (page 1)\n\n"
-                                          "> We used random forests in R to predict mood.")
+                                          "> We used random forests in R to predict mood\\.")  # the "." escaped
 
 
 def test_one_filter_for_the_table_and_the_download():
@@ -120,3 +121,31 @@ def test_a_demo_run_says_so_in_the_file_name_and_first_in_the_run_sheet():
     assert results.download_name(demo, ".csv") == "results-DEMO-random-models.csv"
     assert results.download_name(demo, ".xlsx", filtered=True) == "results-filtered-DEMO-random-models.xlsx"
     assert run_rows(demo)[0] == ("NOTE", DEMO_NOTE) and all(k != "NOTE" for k, _ in run_rows(real))
+
+
+# Sentences of real papers that a markdown renderer takes for markup (text.json: 16 of its 52 papers hold "*").
+AS_READ = [
+    "Regression Model 1 OPMi,j = a+ b*PMPi,j + th* firmsizei,j + i*industryk",
+    "12. Results",
+    "- Participants were compensated $40, then $60 (p < .05) ~5 min",
+    "Code: [here](https://github.com/x/Aff_Eff_PPR) <b>raw</b> `x` # ~~struck~~ __bold__ **bold** 1) \\n",
+    "ratio :red[warning] and :smile: > quoted | cell",
+]
+
+
+def test_paper_text_on_the_page_is_shown_as_read_not_as_markdown():
+    """The evidence card and the review rendered a paper's text as markdown: asterisks became italics, a sentence
+    "12. Results" a numbered list, a [link](...) a link."""
+    import html
+
+    from markdown_it import MarkdownIt
+
+    render = MarkdownIt("commonmark").enable("strikethrough")
+    for text in AS_READ:
+        shown = html.unescape(re.sub(r"<[^>]+>", "", render.render(results.literal(text)))).strip()
+        assert shown == text
+        assert not re.search(r"(?<!\\)[$:]", results.literal(text))  # Streamlit's math and shortcodes: escaped too
+    card = results.evidence_card({"paper": "a", "question": "Which methods?", "answer": AS_READ[0][-10:],
+                                  "page": 3, "evidence": AS_READ[1]})
+    shown = html.unescape(re.sub(r"<[^>]+>", "", render.render(card)))
+    assert AS_READ[0][-10:] + " (page 3)" in shown and "\n" + AS_READ[1] + "\n" in shown

@@ -248,3 +248,31 @@ def test_the_page_offers_the_reread_with_the_runs_commands(tmp_path: Path, sheet
     job.wait(timeout=300)
     at.run()
     assert any("The re-read stopped" in e.value and "no-such-reader" in e.value for e in at.error)
+
+
+def test_the_review_shows_a_papers_text_as_written(tmp_path: Path):
+    """The review rendered answers and evidence as markdown: "b*PMP + th*firmsize" lost its asterisks to italics."""
+    pytest.importorskip("streamlit")
+    import html
+    import re
+
+    from markdown_it import MarkdownIt
+
+    text = "12. Results. The model was OPMi,j = a + b*PMPi,j + th*firmsize [1]."
+    doc = Document("A", text, source_path="/papers/A.pdf")
+    answer = "b*PMPi,j + th*firmsize"
+    start = text.index(answer)
+    sheet = write_result(RunResult([doc], load_question_set("mlpsych").select(["q1"]), [
+        Answer("A", "q1", answer, "extractive", ["m"], 0.5, start, start + len(answer), 1, text, final=True,
+               confidence=0.5)]), tmp_path / "results.xlsx")
+    texts = tmp_path / "texts.jsonl"
+    write_jsonl([doc], texts)
+    at = open_in_page(sheet, texts)
+    render = MarkdownIt("commonmark").enable("strikethrough")
+
+    def shown(markdown: str) -> str:
+        return html.unescape(re.sub(r"<[^>]+>", "", render.render(markdown))).strip()
+
+    (line,) = [shown(m.value) for m in at.markdown if " · q1" in m.value]
+    assert line.startswith(f"{answer} · q1 · confidence")
+    assert text in [shown(c.value) for c in at.caption]
