@@ -9,6 +9,7 @@ downloads of all or the filtered rows. The cache is the CLI's, so a rerun is ins
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -502,17 +503,27 @@ def review_pane(sheet) -> None:
                    f"{sheet.path}. Least-sure answers first.")
     if state.get("review_flash"):
         st.warning(state.pop("review_flash"))
+    if state.get("review_error"):  # a change that could not be saved in the file
+        st.error(state.pop("review_error"))
+
+    def saved(change: Callable[[], object]) -> object:
+        """The change, saved; a file that cannot be written is said at the top of the review, not a traceback."""
+        try:
+            return change()
+        except logic.AppInputError as error:
+            state.review_error = str(error)
+            return None
 
     def marked(row: int) -> None:
-        sheet.mark(row, MARK_CHOICES[state[f"mark:{rid}:{row}"]])
+        saved(lambda: sheet.mark(row, MARK_CHOICES[state[f"mark:{rid}:{row}"]]))
 
     def fixed(row: int) -> None:
-        if not sheet.correct_to(row, state[f"fix:{rid}:{row}"]):
+        if saved(lambda: sheet.correct_to(row, state[f"fix:{rid}:{row}"])) is False:
             state.review_flash = ("Saved, but the corrected answer is not in the paper's text: `mlpsych adapt` "
                                   "will skip it (copy it as the paper writes it to train on it).")
 
     def noted(row: int) -> None:
-        sheet.note(row, state[f"note:{rid}:{row}"])
+        saved(lambda: sheet.note(row, state[f"note:{rid}:{row}"]))
 
     for item in [] if paper is None else sheet.items(paper):
         with st.container(border=True):
@@ -532,9 +543,8 @@ def review_pane(sheet) -> None:
                             args=(item.row,))
     if paper is not None:
         add_missed(sheet, paper, rid)
-    with open(sheet.path, "rb") as handle:
-        st.download_button("Download the coded spreadsheet", handle.read(), sheet.path.name, mime=XLSX_MIME,
-                           key="review_download")
+    st.download_button("Download the coded spreadsheet", sheet.workbook_bytes(), sheet.path.name, mime=XLSX_MIME,
+                       key="review_download")
     reread_section(sheet)
 
 

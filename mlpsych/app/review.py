@@ -11,6 +11,8 @@ the paper is refused). A coded workbook reopens where the coding stopped; ``mlps
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 from dataclasses import dataclass
@@ -78,6 +80,7 @@ class ReviewSheet:
         if SHEET not in self.book.sheetnames:
             raise AppInputError(f"{self.path}: no '{SHEET}' sheet (is it a results spreadsheet of mlpsych?)")
         self.sheet = self.book[SHEET]
+        self.unsaved = False  # the last save failed: the file lacks coding held here
         self.header = [str(c.value or "").strip().lower() for c in self.sheet[1]]
         for needed in ("paper_id", "question_id", "answer"):
             if needed not in self.header:
@@ -194,9 +197,32 @@ class ReviewSheet:
         return row
 
     def save(self) -> None:
+        """Write the workbook (beside it, then renamed). A file that cannot be written (open in Excel on Windows,
+        its folder gone) is said in one message; the coding stays here and goes out with the next save or the
+        download (:meth:`workbook_bytes`)."""
         partial = self.path.with_name(f".{self.path.name}.saving{self.path.suffix}")
-        self.book.save(partial)
-        os.replace(partial, self.path)
+        try:
+            self.book.save(partial)
+            os.replace(partial, self.path)
+        except OSError as error:
+            self.unsaved = True
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
+            raise AppInputError(
+                f"Not saved in {self.path}: {error.strerror or error} (is it open in another program, or its folder "
+                "gone?). The coding stays on this page and is saved with your next change once the file can be "
+                "written; 'Download the coded spreadsheet' holds all of it.") from None
+        self.unsaved = False
+
+    def workbook_bytes(self) -> bytes:
+        """The coded workbook for a download: the file, or the coding held here when the file could not be
+        written."""
+        if not self.unsaved:
+            with contextlib.suppress(OSError):
+                return self.path.read_bytes()
+        buffer = io.BytesIO()
+        self.book.save(buffer)
+        return buffer.getvalue()
 
 
 def papers_for_review(source: str) -> dict[str, Document]:
@@ -224,11 +250,9 @@ def fresh_review_path(folder: Path) -> Path:
 def _tool_answers(source: Path | bytes) -> set[tuple[str, str, str]]:
     """(paper, question, answer) of the tool's rows of a results workbook (a coder's added rows left out): what
     tells one run's spreadsheet from another's."""
-    from io import BytesIO
-
     from openpyxl import load_workbook
 
-    book = load_workbook(BytesIO(source) if isinstance(source, bytes) else source, read_only=True)
+    book = load_workbook(io.BytesIO(source) if isinstance(source, bytes) else source, read_only=True)
     if SHEET not in book.sheetnames:
         book.close()
         return set()
@@ -263,9 +287,13 @@ def start_review(target: str | Path, workbook: bytes) -> Path:
                                 "spreadsheet): give another file to keep this run's coding in, or open that one "
                                 "under 'Continue a review'")
     else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.saving.xlsx")
-        partial.write_bytes(workbook)
-        os.replace(partial, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.saving.xlsx")
+            partial.write_bytes(workbook)
+            os.replace(partial, path)
+        except OSError as error:
+            raise AppInputError(f"{path}: cannot be written ({error.strerror or error}): give a file in a folder "
+                                "you can write to") from None
     return path
 

@@ -276,3 +276,42 @@ def test_the_review_shows_a_papers_text_as_written(tmp_path: Path):
     (line,) = [shown(m.value) for m in at.markdown if " · q1" in m.value]
     assert line.startswith(f"{answer} · q1 · confidence")
     assert text in [shown(c.value) for c in at.caption]
+
+
+def test_a_sheet_that_cannot_be_written_is_said_and_the_coding_kept(tmp_path: Path):
+    """A coder's mark on a sheet whose folder had gone (a network drive, a file open in Excel on Windows) was a raw
+    traceback, and every later click too: the page read the file back for its download button."""
+    pytest.importorskip("streamlit")
+    import io
+    import json
+    import shutil
+
+    from openpyxl import load_workbook
+
+    from mlpsych.app.review import start_review
+
+    share = tmp_path / "share"
+    share.mkdir()
+    sheet = results_sheet(share / "results.xlsx")
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text(json.dumps({"id": "A", "text": TEXT}) + "\n")
+    at = open_in_page(sheet, texts)
+    rid = at.session_state["review_id"]
+    rows = {i.answer: i.row for i in ReviewSheet(sheet, {"A": Document("A", TEXT)}).items("A")}
+    kept = sheet.read_bytes()
+    shutil.rmtree(share)
+    at.radio(key=f"mark:{rid}:{rows['students']}").set_value("wrong").run()
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert error.startswith(f"Not saved in {sheet}: ") and "stays on this page" in error
+    answers = load_workbook(io.BytesIO(at.session_state["review_sheet"].workbook_bytes()))["answers"]  # the download
+    header = [c.value for c in answers[1]]
+    assert [r[header.index("correct")] for r in answers.iter_rows(min_row=2, values_only=True)].count("no") == 1
+    share.mkdir()
+    sheet.write_bytes(kept)  # the folder back: the next change saves the coding held on the page as well
+    at.radio(key=f"mark:{rid}:{rows['caret']}").set_value("correct").run()
+    assert not at.exception and not at.error
+    marks = {i.answer: i.correct for i in ReviewSheet(sheet, {"A": Document("A", TEXT)}).items("A")}
+    assert marks == {"students": False, "caret": True, "random forests": None}
+    with pytest.raises(AppInputError, match="cannot be written"):
+        start_review(sheet / "review.xlsx", kept)  # a folder that cannot be made: said, not a traceback
