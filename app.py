@@ -480,15 +480,20 @@ def review_section() -> None:
                 open_review(path, {d.id: d for d in read}, state.get("review_coder", ""), str(texts), str(template))
     with st.expander("Continue a review (a coded spreadsheet and its papers)"):
         path = st.text_input("Coded spreadsheet (.xlsx)", key="review_open_path")
-        papers = st.text_input("Its papers (folder, texts.jsonl or text.json)", key="review_open_papers")
+        papers = st.text_input("Its papers (folder, texts.jsonl or text.json)", key="review_open_papers",
+                               placeholder="blank: the texts a review started here keeps beside its spreadsheet")
         st.text_input("Coder (blank: the first coder; a name codes into correct_<name>)", key="review_coder")
         if st.button("Open the review", key="review_open"):
+            # a review started on this page kept its run's texts and questions beside the spreadsheet
+            texts, template = reread.run_inputs(Path(path.strip()).expanduser())
+            papers = papers.strip() or (str(texts) if texts.is_file() else "")
             try:
                 documents = review.papers_for_review(papers)
             except logic.AppInputError as error:
                 st.error(str(error))
             else:
-                open_review(path.strip(), documents, state.get("review_coder", ""), papers.strip())
+                open_review(path.strip(), documents, state.get("review_coder", ""), papers,
+                            str(template) if template.is_file() else "mlpsych")
     if "review_sheet" in state:
         review_pane(state.review_sheet)
 

@@ -21,11 +21,17 @@ from mlpsych.questions import QuestionSet, dump_question_set
 ADAPTING, READING, DONE, FAILED = "adapting", "reading", "done", "failed"
 
 
-def keep_run_inputs(sheet: Path, documents: list[Document], questions: QuestionSet) -> tuple[Path, Path]:
-    """The run's texts and questions saved beside its review spreadsheet (``-texts.jsonl``, ``-questions.yaml``),
-    so the re-read adapts and reads on exactly what the run read, even when the papers were uploaded to the page."""
+def run_inputs(sheet: Path) -> tuple[Path, Path]:
+    """Where a review's run texts and questions are kept: beside its spreadsheet (``-texts.jsonl``,
+    ``-questions.yaml``), so a review continued in a new session finds them."""
     stem = sheet.with_name(sheet.stem)
-    texts, template = Path(f"{stem}-texts.jsonl"), Path(f"{stem}-questions.yaml")
+    return Path(f"{stem}-texts.jsonl"), Path(f"{stem}-questions.yaml")
+
+
+def keep_run_inputs(sheet: Path, documents: list[Document], questions: QuestionSet) -> tuple[Path, Path]:
+    """The run's texts and questions saved beside its review spreadsheet (:func:`run_inputs`), so the re-read
+    adapts and reads on exactly what the run read, even when the papers were uploaded to the page."""
+    texts, template = run_inputs(sheet)
     write_jsonl(documents, texts)
     dump_question_set(questions, template)
     return texts, template

@@ -547,3 +547,27 @@ def test_an_empty_upload_is_listed_with_its_status_in_the_results_and_the_downlo
     book = load_workbook(io.BytesIO(at.session_state["downloads"][".xlsx"]))
     rows = {r[0]: r[2] for r in book["papers"].iter_rows(min_row=2, values_only=True)}
     assert rows == {Path(paper[0]).stem: "ok", "notes": "empty file"}
+
+
+def test_a_review_started_here_continues_after_a_reload_with_its_own_papers_and_questions(
+        tmp_path, tiny_questions, examples_dir, monkeypatch):
+    """After a reload, continuing a review of uploaded papers asked for papers the coder no longer had at hand (the
+    texts kept beside the sheet were never offered), and the re-read commands named the library's questions, not
+    the run's."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    paper = example_files(examples_dir)[0]
+    first = run_one_paper(tmp_path, tiny_questions, paper)
+    first.button(key="review_start").click().run()
+    sheet = first.session_state["review_sheet"]
+    row = sheet.items(Path(paper[0]).stem)[0].row
+    first.radio(key=f"mark:{first.session_state['review_id']}:{row}").set_value("wrong").run()
+
+    again = AppTest.from_file(str(APP), default_timeout=TIMEOUT)  # the page reloaded: a new session
+    again.run()
+    again.text_input(key="review_open_path").input(str(sheet.path))  # the papers left blank
+    again.button(key="review_open").click().run()
+    assert not again.exception and not again.error, [e.value for e in again.error]
+    assert again.radio(key=f"mark:{again.session_state['review_id']}:{row}").value == "wrong"
+    commands = next(c.value for c in again.code if "mlpsych adapt" in c.value)
+    texts, questions = (sheet.path.with_name(sheet.path.stem + end) for end in ("-texts.jsonl", "-questions.yaml"))
+    assert f"--texts {texts}" in commands and f"--questions {questions}" in commands
