@@ -27,6 +27,7 @@ from mlpsych.ingest.clean import CleaningOptions, clean_pages
 from mlpsych.ingest.formats import (
     SUPPORTED_SUFFIXES,
     IdAllocator,
+    check_pdf_end,
     check_pdf_header,
     discover,
     kind_of,
@@ -108,6 +109,7 @@ def _precheck(path: Path) -> str | None:
         head = read_head(path)
         if kind_of(path) == "pdf":
             check_pdf_header(head)
+            check_pdf_end(path)
     except IngestError as error:
         return str(error)
     return None

@@ -135,6 +135,25 @@ def read_head(path: Path, size: int = 1024) -> bytes:
     return head
 
 
+CORRUPT_PDF = "corrupt or unreadable PDF"  # how every backend's status for a broken PDF begins
+TRUNCATED_PDF = f"{CORRUPT_PDF} (truncated: the file stops before the PDF's end; download or copy it again)"
+PDF_TAIL = 1024  # where a PDF's end-of-file marker may lie (as in Acrobat), after any padding
+PADDING = b"\0\t\n\x0c\r "  # what some servers and tools append to a whole PDF
+
+
+def check_pdf_end(path: Path) -> None:
+    """Raise a 'truncated' status for a PDF whose last bytes (padding aside) hold neither ``%%EOF`` nor ``startxref``:
+    a download or copy broken off. Tika (PDFBox) read such a file's first pages as the whole paper, with status ok."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - 64 * PDF_TAIL))
+            tail = handle.read().rstrip(PADDING)[-PDF_TAIL:]
+    except OSError as error:
+        raise IngestError(f"cannot read file: {error.strerror or error}") from None
+    if b"%%EOF" not in tail and b"startxref" not in tail:
+        raise IngestError(TRUNCATED_PDF)
+
+
 def check_pdf_header(head: bytes) -> None:
     """Raise a 'not a PDF' status naming what the file looks like when ``%PDF-`` is missing."""
     if b"%PDF-" in head:

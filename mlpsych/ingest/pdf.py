@@ -18,12 +18,12 @@ import pypdfium2.raw as pdfium_c
 
 from mlpsych.errors import IngestError
 from mlpsych.ingest.base import Extraction, Line
+from mlpsych.ingest.formats import CORRUPT_PDF
 
 log = logging.getLogger(__name__)
 
 NO_TEXT_LAYER = "no text layer (scanned image?): run OCR first, e.g. ocrmypdf"
 ENCRYPTED = "encrypted PDF: password required"
-CORRUPT_PDF = "corrupt or unreadable PDF"
 LONG_DOCUMENT_PAGES = 300
 
 

@@ -23,7 +23,8 @@ from tqdm.auto import tqdm
 
 from mlpsych.errors import IngestError
 from mlpsych.ingest.base import Extraction, Line
-from mlpsych.ingest.pdf import CORRUPT_PDF, ENCRYPTED, NO_TEXT_LAYER
+from mlpsych.ingest.formats import CORRUPT_PDF
+from mlpsych.ingest.pdf import ENCRYPTED, NO_TEXT_LAYER
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ import pytest
 from mlpsych.errors import BackendUnavailable, InputError, UnknownChoice
 from mlpsych.dev.synth import SynthPaper, image_only_pdf, render_pdf
 from mlpsych.ingest import load_documents
+from mlpsych.ingest.formats import TRUNCATED_PDF
 
 GOOD_TEXT = "A short paper. We used random forests to predict well-being in adolescents."
 
@@ -19,6 +20,17 @@ GOOD_TEXT = "A short paper. We used random forests to predict well-being in adol
 def _no_tika(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TIKA_APP_JAR", raising=False)
     monkeypatch.delenv("TIKA_SERVER_ENDPOINT", raising=False)
+
+
+# Garbage between a PDF's header and its end-of-file marker: whole, but unreadable.
+CORRUPT_PDF_BYTES = b"%PDF-1.7\n" + bytes(range(256)) * 40 + b"\nstartxref\n0\n%%EOF\n"
+
+
+def cut_short(source: Path, target: Path, keep: float = 2 / 3) -> Path:
+    """The first part of a PDF, as a download broken off leaves it."""
+    data = source.read_bytes()
+    target.write_bytes(data[: int(len(data) * keep)])
+    return target
 
 
 def small_paper(title: str) -> SynthPaper:
@@ -31,7 +43,7 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     render_pdf(small_paper("Good"), folder / "good.pdf")
     render_pdf(small_paper("Spaced"), folder / "Müller et al 2020 (final).pdf")
     render_pdf(small_paper("Locked"), folder / "encrypted.pdf", encrypt_password="secret")
-    (folder / "corrupt.pdf").write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 40)
+    (folder / "corrupt.pdf").write_bytes(CORRUPT_PDF_BYTES)
     (folder / "zero.pdf").write_bytes(b"")
     image_only_pdf(folder / "scanned.pdf")
     (folder / "notes.pdf").write_text("hello world, I am plain text", encoding="utf-8")
@@ -80,6 +92,18 @@ def test_zoo_statuses(zoo_docs, doc_id: str, status: str) -> None:
 
 def test_corrupt_pdf_gets_a_status(zoo_docs) -> None:
     assert zoo_docs["corrupt"].status.startswith("corrupt or unreadable PDF")
+
+
+def test_a_pdf_cut_short_is_said_to_be_truncated(tmp_path) -> None:
+    """A download broken off: the status says so and what to do, rather than a parser's "Data format error"."""
+    render_pdf(small_paper("Cut"), tmp_path / "full.pdf")
+    cut = cut_short(tmp_path / "full.pdf", tmp_path / "cut.pdf")
+    (document,) = load_documents(cut, pdf_backend="pdfium", progress=False)
+    assert document.status == TRUNCATED_PDF and document.text == ""
+    padded = tmp_path / "padded.pdf"  # a whole PDF a server padded with NULs is no truncated one
+    padded.write_bytes((tmp_path / "full.pdf").read_bytes() + b"\0" * 4096)
+    (document,) = load_documents(padded, pdf_backend="pdfium", progress=False)
+    assert document.ok and "random forests" in document.text
 
 
 def test_good_files_still_load(zoo_docs) -> None:

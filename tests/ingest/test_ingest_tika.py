@@ -13,10 +13,11 @@ import pytest
 
 from mlpsych.dev.synth import SynthPaper, render_pdf
 from mlpsych.ingest import load_documents, resolve_backend
+from mlpsych.ingest.formats import TRUNCATED_PDF
 
 from .conftest import paper, tika_jar
 from .test_margins import stamped_paper
-from .test_ingest_badfiles import image_only_pdf
+from .test_ingest_badfiles import CORRUPT_PDF_BYTES, cut_short, image_only_pdf
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +64,8 @@ def tika_docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
                folder / "Ünïcode name with spaces.pdf")
     render_pdf(SynthPaper("Locked", ["Secret text. " * 50]), folder / "locked.pdf", encrypt_password="pw")
     (folder / "zero.pdf").write_bytes(b"")
-    (folder / "corrupt.pdf").write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 40)
+    (folder / "corrupt.pdf").write_bytes(CORRUPT_PDF_BYTES)
+    cut_short(folder / "paper.pdf", folder / "cut.pdf")
     image_only_pdf(folder / "scanned.pdf")
     (folder / "fake.pdf").write_text("just text pretending", encoding="utf-8")
     minimal_docx(folder / "essay.docx", ["Methods", DOCX_BODY, "We also used support vector machines (SVM)."])
@@ -117,6 +119,7 @@ def test_tika_bad_files(tika_docs) -> None:
     assert tika_docs["zero"].status == "empty file"
     # worded as pdfium words it: filtering the papers sheet by status finds it whichever backend read it
     assert tika_docs["corrupt"].status.startswith("corrupt or unreadable PDF (Tika: ")
+    assert tika_docs["cut"].status == TRUNCATED_PDF  # as pdfium's, and never the first pages read as the paper
     assert tika_docs["scanned"].status == "no text layer (scanned image?): run OCR first, e.g. ocrmypdf"
     assert tika_docs["fake"].status.startswith("not a PDF")
     spaced = tika_docs["Ünïcode_name_with_spaces"]

@@ -84,3 +84,25 @@ def test_statistics_check_fails_on_the_old_space_tidying(pdfium_pages) -> None:
             assert check_statistics(raw, squeezed).missing, name
             return
     pytest.fail("no paper with a leading-dot decimal after an operator")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["pdfium", "tika"])
+def test_a_published_pdf_cut_short_is_refused_not_read_in_part(backend, tmp_path) -> None:
+    """A download broken off after its first pages: Tika (PDFBox) read those pages as the whole paper, status ok,
+    and every answer in the rest was silently "not found". Each backend now says the file is truncated."""
+    from mlpsych.ingest import load_documents
+    from mlpsych.ingest.formats import TRUNCATED_PDF
+
+    from .test_ingest_badfiles import cut_short
+
+    jar = tika_jar()
+    if backend == "tika" and (jar is None or shutil.which("java") is None):
+        pytest.skip("Tika needs its jar and Java")
+    source = max(PDFS, key=lambda path: path.stat().st_size)
+    cut = cut_short(source, tmp_path / f"{source.stem}.pdf", keep=1 / 7)
+    with pytest.MonkeyPatch.context() as mp:
+        if jar is not None:
+            mp.setenv("TIKA_APP_JAR", str(jar))
+        (document,) = load_documents(cut, pdf_backend=backend, progress=False)
+    assert document.status == TRUNCATED_PDF and document.text == ""
