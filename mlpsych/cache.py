@@ -13,11 +13,14 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from platformdirs import user_cache_dir
 
+from mlpsych.errors import CacheError, one_line
 from mlpsych.hub import cached_config
 
 log = logging.getLogger(__name__)
@@ -60,23 +63,40 @@ def cached_commit(repo_id: str) -> str | None:
     return config.parent.name if config else None
 
 
+@contextmanager
+def cache_faults(path: Path, doing: str) -> Iterator[None]:
+    """A cache that cannot be used (no room, a folder that takes no file, a damaged file) as one ``CacheError``
+    saying what to do: caught per paper, a full disk made every paper's status an SQLite error and dropped the
+    answers it had just computed."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as error:
+        reason = (error.strerror if isinstance(error, OSError) else None) or one_line(error).split(": ", 1)[-1]
+        damaged = isinstance(error, sqlite3.DatabaseError) and not isinstance(error, sqlite3.OperationalError)
+        fix = ("delete it (its results are computed again)" if damaged
+               else "free space there or make it writable")
+        raise CacheError(f"the result cache {path} cannot be {doing} ({reason}): {fix}, or choose another cache "
+                         f"folder (--cache or $MLPSYCH_CACHE); results stored before are kept, rerun to resume") from None
+
+
 class ResultCache:
     """A small key-value store of JSON results. ``hits``/``misses`` are counted for the run sheet and tests."""
 
     def __init__(self, directory: Path | str | None = None) -> None:
         self.directory = Path(directory) if directory else default_cache_dir()
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "results.sqlite"
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(SCHEMA)
+        with cache_faults(self.path, "opened"):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(SCHEMA)
         self.hits = 0
         self.misses = 0
 
     def get(self, key: str) -> Any | None:
-        with self._lock:
+        with self._lock, cache_faults(self.path, "read"):
             row = self._conn.execute("SELECT value FROM results WHERE key = ?", (key,)).fetchone()
         if row is None:
             self.misses += 1
@@ -86,7 +106,7 @@ class ResultCache:
 
     def put(self, key: str, value: Any, stage: str = "") -> None:
         payload = json.dumps(value, ensure_ascii=False)
-        with self._lock:
+        with self._lock, cache_faults(self.path, "written"):
             self._conn.execute(
                 "INSERT OR REPLACE INTO results (key, stage, value, created) VALUES (?, ?, ?, ?)",
                 (key, stage, payload, time.time()),

@@ -42,6 +42,12 @@ class QuestionFileError(UserError, ValueError):
     """A question file that cannot be used; the message names the file, the question and the field."""
 
 
+class CacheError(UserError):
+    """The result cache cannot be opened, read or written (a folder that takes no file, a full disk, a damaged
+    file): it concerns every paper, so it stops the run (like a model that cannot be loaded) instead of becoming
+    every paper's status with its computed answers dropped; what was stored before stays."""
+
+
 class ModelLoadError(RuntimeError):
     """A model that cannot be loaded; the message says which and what to do. Stops the run (every paper needs it)."""
 

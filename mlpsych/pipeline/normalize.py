@@ -9,7 +9,7 @@ from dataclasses import replace
 from tqdm.auto import tqdm
 
 from mlpsych.answers import Answer, AnswerStage
-from mlpsych.errors import NormalizerUnavailable
+from mlpsych.errors import CacheError, NormalizerUnavailable
 from mlpsych.normalize import answers as llm_answers
 from mlpsych.normalize.answers import NormalizeAudit, choose_model
 from mlpsych.normalize.llm import ListNormalizer
@@ -119,7 +119,7 @@ def generate(normalizer: ListNormalizer, chunk: list[UnitAnswers], prompts: dict
     if len(prompts) > 1:
         try:
             return generate_for(list(prompts))
-        except NormalizerUnavailable:
+        except (NormalizerUnavailable, CacheError):
             raise
         except Exception as error:  # noqa: BLE001 - retried one answer list at a time below
             log.debug("generating a chunk of %d answer lists failed (%s); one at a time", len(prompts), error)

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 from mlpsych.answers import Answer
 from mlpsych.documents import Document
-from mlpsych.errors import ModelLoadError, NormalizerUnavailable, one_line
+from mlpsych.errors import CacheError, ModelLoadError, NormalizerUnavailable, one_line
 from mlpsych.questions import QuestionSet
 
 log = logging.getLogger(__name__)
@@ -101,12 +101,13 @@ class RunResult:
 def isolated(result: RunResult, doc_id: str, stage: str) -> Iterator[None]:
     """Run one paper's share of a stage; an exception becomes that paper's status instead of ending the run.
 
-    A model that cannot be loaded concerns every paper and still stops the run (finished work is cached); an LLM
-    that cannot be used concerns every paper too and ends the normalization stage (extractive answers stay).
+    A model that cannot be loaded, or a cache that cannot be used, concerns every paper and still stops the run
+    (finished work is cached); an LLM that cannot be used concerns every paper too and ends the normalization
+    stage (extractive answers stay).
     """
     try:
         yield
-    except (ModelLoadError, NormalizerUnavailable):
+    except (ModelLoadError, CacheError, NormalizerUnavailable):
         raise
     except Exception as error:  # noqa: BLE001 - one paper's failure must not lose the others
         result.fail(doc_id, stage, error)
