@@ -48,6 +48,11 @@ class CacheError(UserError):
     every paper's status with its computed answers dropped; what was stored before stays."""
 
 
+class OutputError(UserError):
+    """An output file that cannot be written (a full disk, a file another program holds open); the message names
+    the file and why. A good file already there is left as it was."""
+
+
 class ModelLoadError(RuntimeError):
     """A model that cannot be loaded; the message says which and what to do. Stops the run (every paper needs it)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 from collections import defaultdict
@@ -10,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mlpsych.answers import Answer, AnswerStage
+from mlpsych.errors import OutputError
 from mlpsych.models import DEMO_NOTE
 from mlpsych.pipeline import RunResult, isolated
 
@@ -213,7 +215,11 @@ def write_xlsx(result: RunResult, path: Path) -> None:
                           "notes") or name == "papers":
                 for cell in ws[letter][1:]:
                     cell.alignment = Alignment(wrap_text=True, vertical="top")
-    wb.save(path)
+    # Zipped in memory, then written: openpyxl's zip file, left open by a failed write to disk, failed again when
+    # collected and printed a traceback under the error.
+    buffer = io.BytesIO()
+    wb.save(buffer)
+    path.write_bytes(buffer.getvalue())
 
 
 def mark_choices(ws, column: int) -> None:
@@ -261,15 +267,28 @@ def _cells(row: dict) -> list:
 WRITERS = {".xlsx": write_xlsx, ".csv": write_csv, ".jsonl": write_jsonl}
 
 
+def temporary_path(path: Path) -> Path:
+    """Where ``write_result`` writes before renaming: hidden, beside the output (a rename within one folder is
+    atomic), the same name each run, so a write killed with SIGKILL leaves one such file, replaced by the next."""
+    return path.with_name(f".{path.name}.tmp{path.suffix}")
+
+
 def write_result(result: RunResult, path: Path) -> Path:
-    """Write by file extension (.xlsx, .csv or .jsonl); written to a temporary file first so a crash never leaves half a file."""
+    """Write by file extension (.xlsx, .csv or .jsonl); written to a temporary file first and renamed, so a crash
+    never leaves half a file and a failed write (``OutputError``) leaves a file already there as it was."""
     path = Path(path)
     writer = WRITERS.get(path.suffix.lower())
     if writer is None:
         raise ValueError(f"output {path.name!r}: use a .xlsx, .csv or .jsonl file name")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    writer(without_unwritable_papers(result), tmp)
-    tmp.replace(path)
+    tmp = temporary_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer(without_unwritable_papers(result), tmp)
+        tmp.replace(path)
+    except OSError as error:  # a full disk, a file held open by a spreadsheet program (Windows), a folder of its name
+        held = " (if it is open in a spreadsheet program, close it)" if isinstance(error, PermissionError) else ""
+        raise OutputError(f"{path} cannot be written ({error.strerror or error}){held}") from None
+    finally:  # a failed or interrupted write leaves no half file (after the rename there is none)
+        tmp.unlink(missing_ok=True)
     log.info("wrote %s", path)
     return path

@@ -38,6 +38,9 @@ def check_output(path: Path, flag: str = "--out") -> None:
     """Before any paper is read: the output's folder exists (or is made) and takes a file, so a run never ends
     in a traceback at the write."""
     folder = path.expanduser().absolute().parent
+    if path.expanduser().is_dir():  # found only at the write, after every paper was read
+        example = path / f"results{path.suffix or '.xlsx'}"
+        raise UserError(f"{flag} {path} is a folder: give a file name in it, such as {example}")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".mlpsych-write-check-"):

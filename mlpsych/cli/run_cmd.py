@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 
 from mlpsych.cli import check_output, comma_list
-from mlpsych.errors import EvalInputError, SettingsError, UserError
+from mlpsych.errors import EvalInputError, OutputError, SettingsError, UserError
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import PRESETS, RunSettings, build_settings
 
@@ -306,7 +306,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{error} (finished work is kept in the cache)") from None
     except EngineError as error:
         raise UserError(str(error)) from None
-    write_result(result, args.out)
+    try:
+        write_result(result, args.out)
+    except OutputError as error:
+        raise UserError(f"--out {error}; every answer is kept in the cache: rerun once it can be written (or with "
+                        f"another --out), and nothing is computed again") from None
     print("\n".join(summary(result, args.out, time.monotonic() - started)))
     return 0
 

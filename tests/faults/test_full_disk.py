@@ -3,13 +3,16 @@ clear line that says what to do, and nothing already finished is lost."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from mlpsych.cache import ResultCache
 from mlpsych.cli import main
 from mlpsych.errors import CacheError
+from mlpsych.export import temporary_path
 from mlpsych.ingest import load_documents
 from mlpsych.pipeline import Pipeline
 from mlpsych.questions import load_question_set
@@ -66,3 +69,33 @@ def test_a_full_cache_is_a_cache_error_and_keeps_its_rows(tmp_path) -> None:
     with sqlite3.connect(tmp_path / "results.sqlite") as conn:
         assert conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == len(cache)
     cache.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux), a device that is always full")
+def test_a_full_disk_at_the_write_keeps_the_sheet_there_and_says_so(papers, fast_questions, reference, tmp_path,
+                                                                     capsys) -> None:
+    """The disk filled while results.xlsx was written: "this is a bug", a ZipFile traceback under it, and the half
+    written temporary file left behind (taking the space)."""
+    out = tmp_path / "results.xlsx"
+    shutil.copy(reference["xlsx"], out)
+    good = out.read_bytes()
+    temporary_path(out).symlink_to("/dev/full")  # the write goes to a device that answers "no space left"
+    assert main(cli_args(papers, fast_questions, out, reference["cache"])) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"mlpsych: error: --out {out} cannot be written (No space left on device); every answer is kept in the "
+        "cache: rerun once it can be written (or with another --out), and nothing is computed again"]
+    assert out.read_bytes() == good  # the sheet already there is left as it was
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.xlsx"]  # no half file left
+
+
+def test_an_out_that_is_a_folder_is_refused_before_any_paper_is_read(papers, fast_questions, tmp_path,
+                                                                     capsys) -> None:
+    """A folder named results.xlsx was found only at the write, after the whole run: "this is a bug"."""
+    out = tmp_path / "results.xlsx"
+    out.mkdir()
+    assert main(cli_args(papers, fast_questions, out, tmp_path / "cache")) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"mlpsych: error: --out {out} is a folder: give a file name in it, such as {out / 'results.xlsx'}"]
+    assert not (tmp_path / "cache").exists()  # nothing was read
