@@ -162,6 +162,28 @@ class Worker:
         self.pipeline.release()
 
 
+ADDRESS_PROBE_S = 10  # a head that does not answer a TCP connection in this time is not there
+
+
+def unanswered(address: str | None) -> str | None:
+    """Why nothing answers at a cluster address ``HOST:PORT`` (refused, unknown host, no reply), or None when it
+    answers or is not such an address (``auto``, ``ray://...``: Ray says itself, at once). Ray waited for such a
+    head without end, printing a warning every few seconds, after every paper was read."""
+    address = address or ""
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=ADDRESS_PROBE_S).close()
+    except socket.gaierror:
+        return f"unknown host {host}"
+    except TimeoutError:
+        return f"no reply in {ADDRESS_PROBE_S} s"
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
 def _import_ray():
     try:
         import ray
@@ -202,6 +224,11 @@ class RayEngine:
             raise EngineError(f"--workers must be at least 1 (got {workers})")
         if chunk_size < 1 or in_flight < 1:
             raise EngineError("chunk_size and in_flight must be at least 1")
+        target = address or os.environ.get("RAY_ADDRESS")
+        if address not in ("auto", "local") and (reason := unanswered(target)):  # before any paper is read
+            raise EngineError(f"cannot connect to Ray at {target}: nothing answers there ({reason}); start the "
+                              "cluster with `ray start --head` on its head machine, or give the address it printed "
+                              "(HEAD_IP:6379)")
         self.address = address
         self.workers = workers
         self.chunk_size = chunk_size

@@ -12,7 +12,7 @@ import pytest
 from mlpsych.documents import Document
 from mlpsych.engines import EngineError, get_engine
 from mlpsych.engines.local import LocalEngine
-from mlpsych.engines.ray_engine import ChunkReply, RayEngine, RecordingCache, Worker, worker_cache_dir
+from mlpsych.engines.ray_engine import ChunkReply, RayEngine, RecordingCache, Worker, unanswered, worker_cache_dir
 from mlpsych.models import ModelLoadError
 from mlpsych.pipeline import RunResult
 from mlpsych.questions import load_question_set
@@ -51,6 +51,12 @@ def test_engine_choice_errors() -> None:
         get_engine("spark")
     with pytest.raises(EngineError, match="at least 1" if HAS_RAY else r"needs Ray: pip install 'mlpsych\[scale\]'"):
         get_engine("ray", workers=0)
+
+
+@pytest.mark.parametrize("address", [None, "", "auto", "local", "ray://127.0.0.1:1", "head", "head:port"])
+def test_only_a_host_and_port_are_tried_before_ray_connects(address) -> None:
+    """No address (a private instance), Ray's own words and client addresses are left to Ray, which answers at once."""
+    assert unanswered(address) is None
 
 
 def test_worker_shares_the_cache_only_on_the_drivers_host(tmp_path, monkeypatch) -> None:
