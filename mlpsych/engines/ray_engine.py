@@ -36,6 +36,7 @@ from mlpsych.answers import Answer
 from mlpsych.cache import ResultCache, default_cache_dir
 from mlpsych.documents import Document
 from mlpsych.engines import EngineError
+from mlpsych.errors import CacheError
 from mlpsych.models import ModelLoadError
 from mlpsych.pipeline import RunInfo, RunResult
 from mlpsych.questions import QuestionSet
@@ -58,7 +59,8 @@ class ChunkReply:
     llm_outputs: list[dict] = field(default_factory=list)
     info: RunInfo = field(default_factory=RunInfo)  # this chunk's share of the counts
     cache_entries: list[list] = field(default_factory=list)  # (key, stage, value) for the driver's cache
-    fatal: str | None = None  # a model could not be loaded: the run stops, as it does locally
+    fatal: str | None = None  # a model could not be loaded, or the cache used: the run stops, as it does locally
+    fatal_cache: bool = False  # the fatal problem is the cache's (a CacheError), not a model's
     failed: str | None = None  # the chunk's worker died or hit a bug: its papers get this status
 
     def to_json(self) -> str:
@@ -141,8 +143,9 @@ class Worker:
         reply = ChunkReply(pid=os.getpid(), shared_cache=self.shared)
         try:
             result = self.pipeline.run(documents)
-        except ModelLoadError as error:  # stops the run, as it does locally; finished work is in the cache
-            return replace(reply, fatal=str(error), cache_entries=self._entries()).to_json()
+        except (ModelLoadError, CacheError) as error:  # stops the run, as locally; finished work is in the cache
+            return replace(reply, fatal=str(error), fatal_cache=isinstance(error, CacheError),
+                           cache_entries=self._entries()).to_json()
         info = replace(result.info, **{k: v - before[k] for k, v in self._counters().items()},
                        models_loaded=self.pipeline.model_loads[loads_before:])
         return replace(reply, answers=result.answers, errors=result.errors, llm_outputs=result.llm_outputs,
@@ -393,7 +396,7 @@ class RayEngine:
                 if reply.fatal:
                     for other in pending:
                         ray.cancel(other, force=False)
-                    raise ModelLoadError(reply.fatal)
+                    raise (CacheError if reply.fatal_cache else ModelLoadError)(reply.fatal)
                 replies[index] = reply
                 bar.update(len(chunks[index]))
         finally:

@@ -98,6 +98,24 @@ def test_worker_keeps_models_loaded_between_chunks(tiny_models, example_document
     worker.release()
 
 
+@pytest.mark.slow
+def test_a_worker_whose_cache_fills_up_stops_the_run(tiny_models, example_documents, tmp_path) -> None:
+    """On a full disk each chunk failed as `worker error: CacheError: ...` and the run wrote a sheet of failed
+    papers; the worker now reports it as fatal (as a model that cannot be loaded), which stops the run."""
+    questions = load_question_set(write_questions(tmp_path, tiny_models))
+    cache_dir = tmp_path / "run"
+    cache_dir.mkdir()
+    probe = ".ray-probe-test"
+    (cache_dir / probe).write_text(socket.gethostname(), encoding="utf-8")  # the worker shares the run's cache
+    worker = Worker(questions.model_dump_json(), settings().model_dump_json(), str(cache_dir), probe)
+    pages = worker.cache._conn.execute("PRAGMA page_count").fetchone()[0]
+    worker.cache._conn.execute(f"PRAGMA max_page_count = {pages + 2}")  # SQLite's own "database or disk is full"
+    reply = ChunkReply.from_json(worker.run_chunk(json.dumps([example_documents[0].to_dict()])))
+    worker.release()
+    assert reply.fatal_cache and "database or disk is full" in reply.fatal and reply.failed is None
+    assert not reply.answers and not reply.errors  # no paper is given the cache's fault as its status
+
+
 # -- on a local Ray instance -------------------------------------------------------------------------------
 
 
