@@ -34,7 +34,8 @@ class Document:
     """A paper as plain text.
 
     ``pages`` holds one ``(start, end)`` character range of ``text`` per page, in page order (page 1 first);
-    a text without pages (plain ``.txt``) has a single range covering all of it.
+    it is empty for a text without pages (Word, HTML, a ``.txt`` without form feeds, ``text.json``), whose
+    answers then get no page number rather than a made-up page 1.
     ``status`` is ``"ok"`` or a short reason the paper could not be read; such documents carry no text and
     are reported in the output instead of being dropped.
     """
@@ -45,10 +46,6 @@ class Document:
     source_path: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     status: str = "ok"
-
-    def __post_init__(self) -> None:
-        if not self.pages and self.text:
-            self.pages = [(0, len(self.text))]
 
     @property
     def sha256(self) -> str:

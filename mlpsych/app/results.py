@@ -59,7 +59,9 @@ def results_table(result: RunResult) -> pd.DataFrame:
     rows = [{**r, "paper": r["paper_id"], "technique": r["bridge_entity"] or "",
              "models": "+".join(short_model(m) for m in r["models"])}
             for r in answer_rows(result, final_only=True)]
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS) if rows else pd.DataFrame(columns=RESULT_COLUMNS)
+    table = pd.DataFrame(rows, columns=RESULT_COLUMNS) if rows else pd.DataFrame(columns=RESULT_COLUMNS)
+    table["page"] = table["page"].astype("Int64")  # page 3, not 3.0 beside an answer without a page
+    return table
 
 
 # What Streamlit's markdown would take for markup in a paper's text: CommonMark's and GFM's (emphasis, links, HTML,
@@ -75,9 +77,12 @@ def literal(text: object) -> str:
 
 def evidence_card(row: dict) -> str:
     """One answer in full for the page (markdown): the question asked, the answer, and its evidence and page,
-    wrapped, where the table cuts long sentences."""
+    wrapped, where the table cuts long sentences. A paper without pages (Word, a text file) names none."""
+    import pandas as pd
+
+    where = "no page number" if pd.isna(row["page"]) else f"page {row['page']}"
     return (f"**{literal(row['paper'])}**, {literal(row['question'])}\n\n**{literal(row['answer'])}** "
-            f"(page {row['page']})\n\n> {literal(row['evidence'])}")
+            f"({where})\n\n> {literal(row['evidence'])}")
 
 
 def filter_results(table: pd.DataFrame, chosen: ResultFilter) -> pd.DataFrame:
@@ -120,10 +125,11 @@ def status_table(result: RunResult) -> pd.DataFrame:
     for a in result.answers:
         if a.final:
             counts[a.doc_id] += 1
-    rows = [{"paper": d.id, "source_file": Path(d.source_path or "").name, "pages": len(d.pages),
+    rows = [{"paper": d.id, "source_file": Path(d.source_path or "").name, "pages": len(d.pages) or None,
              "answers": counts[d.id], "status": "; ".join(result.errors.get(d.id, [])) or "ok"}
             for d in result.documents]
-    return pd.DataFrame(rows, columns=["paper", "source_file", "pages", "answers", "status"])
+    table = pd.DataFrame(rows, columns=["paper", "source_file", "pages", "answers", "status"])
+    return table.astype({"pages": "Int64"})  # blank for a file without pages (Word, a text file), not 0 or nan
 
 
 def duplicate_names(documents: list[Document]) -> list[str]:

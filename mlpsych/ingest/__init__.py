@@ -138,7 +138,9 @@ def _read_one(
             text, warnings = read_text_file(path)
         except IngestError as error:
             return [_failed(doc_id, path, str(error), "text")]
-        extraction = Extraction(lines_from_text(text.split("\f")), {"n_pages": text.count("\f") + 1})
+        paged = "\f" in text  # form feeds separate pages (pdftotext's output); without them there are none
+        extraction = Extraction(lines_from_text(text.split("\f")), {"n_pages": text.count("\f") + 1} if paged else {},
+                                paged=paged)
         if warnings:
             extraction.meta["warnings"] = warnings
         return [_cleaned(doc_id, path, extraction, options, "text")]
@@ -160,7 +162,7 @@ def _cleaned(doc_id: str, path: Path, extraction: Extraction, options: CleaningO
         result.report["columns"] = columns
     meta["cleaning"] = result.report
     status = "ok" if result.text.strip() else "no text left after cleaning (try --no-clean all to see the raw text)"
-    pages = result.pages if result.text else []
+    pages = result.pages if result.text and extraction.paged else []  # no page map: answers get no page number
     return Document(id=doc_id, text=result.text, pages=pages, source_path=str(path), meta=meta, status=status)
 
 

@@ -30,10 +30,15 @@ class Line:
 
 @dataclass
 class Extraction:
-    """What a backend read from one file: its lines, page by page (page 0 first), and notes for ``Document.meta``."""
+    """What a backend read from one file: its lines, page by page (page 0 first), and notes for ``Document.meta``.
+
+    ``paged`` is False for a format without pages (Word, HTML, a text file without form feeds): its lines sit on
+    one nominal page, which is no page a reader could turn to, so its answers get no page number.
+    """
 
     pages: list[list[Line]]
     meta: dict[str, Any] = field(default_factory=dict)
+    paged: bool = True
 
     @property
     def n_chars(self) -> int:

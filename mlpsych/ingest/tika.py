@@ -199,7 +199,8 @@ def _extraction_from(xhtml: str, metadata: dict[str, Any]) -> Extraction | Inges
     if exception:
         return IngestError(_exception_status(exception, is_pdf))
     pages = parse_xhtml(xhtml)
-    extraction = Extraction(pages, {"n_pages": len(pages), "content_type": content_type})
+    extraction = Extraction(pages, {"n_pages": len(pages), "content_type": content_type} if is_pdf else
+                            {"content_type": content_type}, paged=is_pdf)  # Word and HTML have no fixed pages
     parsers = metadata.get("X-TIKA:Parsed-By")
     if parsers:
         extraction.meta["tika_parser"] = _first(parsers[-1:] if isinstance(parsers, list) else parsers)

@@ -25,13 +25,13 @@ QS = parse_question_set({"questions": [
 
 def _result() -> RunResult:
     a = Document(id="a", text="We used random forests in R to predict mood.", source_path="/up/a.txt")
-    b = Document(id="b", text="We used BERT.", source_path="/up/b.pdf")
+    b = Document(id="b", text="We used BERT.", pages=[(0, 13)], source_path="/up/b.pdf")
     c = Document(id="c", text="", source_path="/up/c.pdf", status="ingest: not a PDF")
     answers = [
-        Answer("a", "q1", "random forests", "extractive", ["/tmp/tiny/deberta-v2"], 0.9, 8, 22, 1, a.text, final=True),
-        Answer("a", "q2", "R", "extractive", ["m1"], 0.5, 26, 27, 1, a.text, final=True),
-        Answer("a", "q1", "forests", "extractive", ["m1"], 0.2, 15, 22, 1, a.text, final=False),
-        Answer("a", "q4", "to predict mood", "extractive", ["m1"], 0.00012345, 28, 43, 1, a.text, final=True,
+        Answer("a", "q1", "random forests", "extractive", ["/tmp/tiny/deberta-v2"], 0.9, 8, 22, None, a.text, final=True),
+        Answer("a", "q2", "R", "extractive", ["m1"], 0.5, 26, 27, None, a.text, final=True),
+        Answer("a", "q1", "forests", "extractive", ["m1"], 0.2, 15, 22, None, a.text, final=False),
+        Answer("a", "q4", "to predict mood", "extractive", ["m1"], 0.00012345, 28, 43, None, a.text, final=True,
                bridge_entity="random forests"),
         Answer("b", "q1", "BERT", "extractive", ["m1", "org/m2"], 0.7, 8, 12, 1, b.text, ensemble=True, final=True),
     ]
@@ -50,9 +50,13 @@ def test_results_table_names_the_technique_of_follow_ups():
 
 
 def test_evidence_card_shows_the_whole_sentence_and_page():
-    row = results.results_table(_result()).iloc[2].to_dict()
-    assert results.evidence_card(row) == ("**a**, What was random forests for?\n\n**to predict mood** (page 1)\n\n"
-                                          "> We used random forests in R to predict mood\\.")  # the "." escaped
+    table = results.results_table(_result())
+    assert results.evidence_card(table.iloc[3].to_dict()) == (
+        "**b**, Which methods?\n\n**BERT** (page 1)\n\n> We used BERT\\.")  # the "." escaped
+    # a text file has no pages: none is made up (nor "nan", beside a PDF's answer in the same table)
+    assert results.evidence_card(table.iloc[2].to_dict()) == (
+        "**a**, What was random forests for?\n\n**to predict mood** (no page number)\n\n"
+        "> We used random forests in R to predict mood\\.")
 
 
 def test_one_filter_for_the_table_and_the_download():
@@ -88,7 +92,7 @@ def test_overview_has_a_row_per_paper_and_says_no_answer():
 def test_status_table_shows_problems_per_paper():
     status = results.status_table(_result())
     assert status.to_dict("records")[:2] == [
-        {"paper": "a", "source_file": "a.txt", "pages": 1, "answers": 3, "status": "ok"},
+        {"paper": "a", "source_file": "a.txt", "pages": None, "answers": 3, "status": "ok"},
         {"paper": "b", "source_file": "b.pdf", "pages": 1, "answers": 1, "status": "q1 with m1: boom"}]
 
 

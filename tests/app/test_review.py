@@ -24,7 +24,7 @@ TEXT = ("Participants were 120 students. We used random forests to predict dropo
 
 def results_sheet(path: Path) -> Path:
     """A results workbook as `mlpsych run` writes it: three answers of one paper, with confidences."""
-    doc = Document("A", TEXT, source_path="/papers/A.pdf")
+    doc = Document("A", TEXT, pages=[(0, len(TEXT))], source_path="/papers/A.pdf")
     questions = load_question_set("mlpsych").select(["q1", "q2"])
 
     def answer(q: str, text: str, confidence: float) -> Answer:
@@ -44,7 +44,7 @@ def sheet_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def documents() -> dict[str, Document]:
-    return {"A": Document("A", TEXT, source_path="/papers/A.pdf")}
+    return {"A": Document("A", TEXT, pages=[(0, len(TEXT))], source_path="/papers/A.pdf")}
 
 
 def test_least_sure_first_then_mark_correct_add_and_reopen(sheet_path: Path, documents):
@@ -188,7 +188,7 @@ def test_page_review_mark_correct_add_and_reopen(tmp_path: Path, sheet_path: Pat
 
 
 def coded_review(sheet: Path) -> ReviewSheet:
-    review = ReviewSheet(sheet, {"A": Document("A", TEXT, source_path="/papers/A.pdf")})
+    review = ReviewSheet(sheet, {"A": Document("A", TEXT, pages=[(0, len(TEXT))], source_path="/papers/A.pdf")})
     items = {i.answer: i for i in review.items("A")}
     review.mark(items["students"].row, False)
     review.mark(items["random forests"].row, True)
@@ -198,7 +198,7 @@ def coded_review(sheet: Path) -> ReviewSheet:
 
 def texts_file(tmp_path: Path) -> Path:
     texts = tmp_path / "texts.jsonl"
-    write_jsonl([Document("A", TEXT, source_path="/papers/A.pdf")], texts)
+    write_jsonl([Document("A", TEXT, pages=[(0, len(TEXT))], source_path="/papers/A.pdf")], texts)
     return texts
 
 

@@ -41,7 +41,7 @@ def fix(page, answer: str):
 def test_review_mark_correct_add_reopen_in_chromium(server, browser, tmp_path, shots):  # noqa: F811
     sheet = results_sheet(tmp_path / "results.xlsx")
     texts = tmp_path / "texts.jsonl"
-    texts.write_text(json.dumps({"id": "A", "text": TEXT, "source_path": "/papers/A.pdf"}) + "\n")
+    texts.write_text(json.dumps({"id": "A", "text": TEXT, "pages": [[0, len(TEXT)]], "source_path": "/papers/A.pdf"}) + "\n")
     page = open_page(browser, server)
     open_review(page, sheet, texts)
     page.locator('[data-testid="stRadio"]', has_text="Correct?").nth(2).wait_for()  # all three answers shown

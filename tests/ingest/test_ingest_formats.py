@@ -43,7 +43,7 @@ def test_text_json_double_encoded(tmp_path: Path) -> None:
     path.write_text(json.dumps(json.dumps(texts)), encoding="utf-8")
     documents = load_documents(path, progress=False)
     assert [(d.id, d.text) for d in documents] == list(texts.items())  # taken as is: already cleaned
-    assert all(d.meta["backend"] == "text.json" and d.pages == [(0, len(d.text))] for d in documents)
+    assert all(d.meta["backend"] == "text.json" and d.page_at(0) is None for d in documents)  # no pages in it
 
 
 def test_unrelated_json_in_folder_is_skipped_but_explicit_one_reported(tmp_path: Path) -> None:
@@ -110,3 +110,18 @@ def test_ingest_from_args_respects_no_clean(tmp_path: Path) -> None:
     (document,) = ingest_from_args(ingest_args([tmp_path], tmp_path / "t.jsonl"), tmp_path)
     assert document.text == "Bias is common. Models (SVM) help."
     assert isinstance(document, Document)
+
+
+def test_a_text_file_gets_pages_only_from_its_form_feeds(tmp_path: Path) -> None:
+    """A .txt has no pages unless form feeds mark them (pdftotext's output): its answers get no page number rather
+    than a page 1 they may be nowhere near, and with form feeds the page each one is on."""
+    body = "We trained random forests on the essays of the participants. " * 40
+    (tmp_path / "plain.txt").write_text(body + "\n\nThe last sentence names SPSS.", encoding="utf-8")
+    (tmp_path / "paged.txt").write_text(f"{body}\f{body}\fThe last sentence names SPSS.", encoding="utf-8")
+    documents = {d.id: d for d in load_documents(tmp_path, progress=False)}
+    plain, paged = documents["plain"], documents["paged"]
+    assert plain.ok and plain.pages == [] and plain.page_at(plain.text.index("SPSS")) is None
+    assert "n_pages" not in plain.meta
+    assert paged.page_at(paged.text.index("SPSS")) == 3 == paged.meta["n_pages"]
+    again = load_documents(tmp_path / "plain.txt", progress=False)[0]
+    assert Document.from_dict(again.to_dict()).page_at(0) is None  # and so after `mlpsych ingest` too

@@ -112,6 +112,9 @@ def test_tika_docx_and_html(tika_docs) -> None:
     assert "support vector machines (SVM)" in docx.text
     html = tika_docs["page"]
     assert html.ok and "random forest classifier" in html.text and "var x" not in html.text
+    # Word and HTML have no fixed pages: an answer in them gets no page number, not a made-up page 1
+    assert docx.page_at(docx.text.index("SVM")) is None and html.page_at(0) is None
+    assert "n_pages" not in docx.meta and tika_docs["paper"].page_at(0) == 1
 
 
 def test_tika_bad_files(tika_docs) -> None:

@@ -281,7 +281,7 @@ def check_chain(text: str, answers: list[Answer], audit: NormalizeAudit) -> None
         assert answer.stage == ("normalized" if g.grounded else "ungrounded")
         if g.grounded:
             assert 0 <= answer.start < answer.end <= len(text)
-            assert answer.page == 1 and " ".join(text[answer.start:answer.end].split()) in answer.evidence
+            assert answer.page is None and " ".join(text[answer.start:answer.end].split()) in answer.evidence
 
 
 # -- combining models ------------------------------------------------------------------------------------
