@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])")
+_SPACE = re.compile(r"\s+")
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -72,15 +73,26 @@ class Document:
         return max(index, 0) + 1
 
     def sentence_around(self, start: int, end: int, max_chars: int = 600) -> str:
-        """The sentence(s) containing ``text[start:end]``: the evidence a coder reads next to an answer."""
+        """The sentence(s) containing ``text[start:end]``: the evidence a coder reads next to an answer.
+
+        A sentence longer than ``max_chars`` around the answer (a table, a run-on list) is cut at whole words
+        and the cut marked with "…", so the excerpt never opens or ends with a piece of a word the paper lacks.
+        """
         text = self.text
         bounds = _sentence_bounds(text)
         left = bounds[bisect.bisect_right(bounds, start) - 1]
         right_index = bisect.bisect_left(bounds, end)
         right = bounds[min(right_index, len(bounds) - 1)]
-        left = max(left, start - max_chars // 2)
-        right = min(right, end + max_chars // 2)
-        return " ".join(text[left:right].split())
+        head = tail = ""
+        if left < start - max_chars // 2:
+            cut = start - max_chars // 2
+            gap = _SPACE.search(text, cut - 1, start)  # a cut at a word's start keeps that word
+            left, head = (gap.end() if gap else cut), "… "
+        if right > end + max_chars // 2:
+            cut = end + max_chars // 2
+            right = max((m.start() for m in _SPACE.finditer(text, end, cut + 1)), default=cut)
+            tail = " …"
+        return head + " ".join(text[left:right].split()) + tail
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -29,7 +29,7 @@ def test_an_answer_across_sentences_gets_both_and_long_evidence_is_cut_around_it
     long = Document(id="l", text="word " * 500 + "the answer " + "word " * 500 + ".")
     at = long.text.index("the answer")
     evidence = long.sentence_around(at, at + 10, max_chars=100)
-    assert "the answer" in evidence and len(evidence) <= 110
+    assert "the answer" in evidence and len(evidence) <= 110 + len("…  …")
 
 
 def test_each_text_has_its_own_sentences():
@@ -39,3 +39,17 @@ def test_each_text_has_its_own_sentences():
     other = Document(id="d", text="A different paper. It used SPSS.")
     assert other.sentence_around(other.text.index("SPSS"), len(other.text) - 1) == "It used SPSS."
     assert first.sentence_around(0, 5) == SENTENCES[0]
+
+
+def test_long_evidence_is_cut_at_whole_words_and_the_cut_is_marked():
+    """A sentence longer than the limit (a table read as one sentence) is cut around the answer: at whole words,
+    never inside one ("quares regression problem" for "least-squares"), and marked as cut."""
+    words = [f"{'x' * (k % 7)}w{k}" for k in range(400)]
+    text = " ".join(words) + "."
+    doc = Document(id="d", text=text)
+    for k in range(60, 340, 3):
+        start = text.index(f" {words[k]} ") + 1
+        evidence = doc.sentence_around(start, start + len(words[k]), max_chars=100)
+        assert evidence.startswith("… ") and evidence.endswith(" …") and words[k] in evidence
+        inner = evidence[2:-2]
+        assert f" {inner} " in f" {text[:-1]} " and len(inner) <= 100 + len(words[k])
