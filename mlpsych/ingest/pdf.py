@@ -11,6 +11,7 @@ import ctypes
 import logging
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pypdfium2 as pdfium
@@ -107,6 +108,7 @@ def _page_lines(document: pdfium.PdfDocument, index: int, columns: bool) -> tupl
     two_column = False
     if columns and lines:
         lines, two_column = order_columns(lines)
+    lines = _join_row_pieces(lines, width, height)  # after the column order, which was judged on the pieces
     _mark_paragraphs(lines)
     return lines, two_column
 
@@ -195,6 +197,29 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
         chars.append(char)
     flush()
     return lines
+
+
+_CLOSED_UP = 0.15  # a gap under this share of the font size is no word space: the pieces are one word or statistic
+
+
+def _join_row_pieces(lines: list[Line], width: float, height: float) -> list[Line]:
+    """Join the pieces of one printed line that PDFium broke at a raised or lowered character ("χ2" + "(1, N = 20)",
+    "L2" + "-loss", "R" + "d"): the next piece starts on the same row, closed up to the last one, so the text
+    reads as printed ("χ2(1, N = 20) = 1"), not with a space or a paragraph break inside a statistic."""
+    out: list[Line] = []
+    for line in lines:
+        last = out[-1] if out else None
+        if (last is not None and not last.rotated and not line.rotated and width and height
+                and None not in (last.x1, line.x0, last.y, line.y, last.size, line.size)):
+            size = max(last.size, line.size)  # type: ignore[type-var]
+            gap = (line.x0 - last.x1) * width  # type: ignore[operator]
+            if -0.5 < gap < _CLOSED_UP * size and abs(line.y - last.y) * height < 0.6 * size:  # type: ignore[operator]
+                longer = last if len(last.text) >= len(line.text) else line
+                out[-1] = replace(last, text=last.text + line.text, x1=max(last.x1, line.x1),  # type: ignore[type-var]
+                                  y=min(last.y, line.y), size=longer.size)  # type: ignore[type-var]
+                continue
+        out.append(line)
+    return out
 
 
 # A footnote number or numbered citation: digits, or several numbers with commas and ranges ("software³,⁴",

@@ -144,6 +144,7 @@ def _superscripts_pdf(path: Path) -> None:
         [("the baseline did, and each plot was 4 km", 0), ("2", 1), (" in area.", 0)],
         [("Words were scored as the coding manual says.", 0), ("2", 1), (" Then", 0)],
         [("Numbered citations follow earlier studies", 0), ("7–9,12", 1), (" in this journal.", 0)],
+        [("Neither did distance, X", 0), ("2", 1), ("(1, N = 20) = 1.52, p = .217, improve the fit.", 0)],
     ]
     pdf = canvas.Canvas(str(path), pagesize=letter)
     for k, row in enumerate(rows):
@@ -171,3 +172,5 @@ def test_footnote_numbers_after_words_are_left_out_exponents_kept(tmp_path: Path
     assert "the baseline did, and each plot was 4 km2 in area." in text
     assert "as the coding manual says. Then" in text
     assert "follow earlier studies in this journal." in text
+    # nothing put between an exponent and what is closed up to it: the statistic reads as printed
+    assert "Neither did distance, X2(1, N = 20) = 1.52, p = .217, improve the fit." in document.text

@@ -106,3 +106,13 @@ def test_a_published_pdf_cut_short_is_refused_not_read_in_part(backend, tmp_path
             mp.setenv("TIKA_APP_JAR", str(jar))
         (document,) = load_documents(cut, pdf_backend=backend, progress=False)
     assert document.status == TRUNCATED_PDF and document.text == ""
+
+
+def test_a_statistic_broken_at_its_exponent_reads_as_printed(pdfium_pages) -> None:
+    """PDFium ends a line after a raised "2" ("χ2" / "(1, N = 20) = 1"): the pieces of the printed line are joined as
+    printed, not with a space or a paragraph break inside the statistic an answer quotes."""
+    if "psychsci-mind-depth" not in pdfium_pages:
+        pytest.skip("psychsci-mind-depth.pdf is not among the real PDFs")
+    text = clean_pages(pdfium_pages["psychsci-mind-depth"], CleaningOptions()).text
+    assert "effects, χ2(1, N = 20) = 1, p = .315." in text
+    assert len(re.findall(r"χ2\(", text)) >= 10 and not re.findall(r"χ2\s+\(", text)
