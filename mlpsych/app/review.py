@@ -250,24 +250,10 @@ def fresh_review_path(folder: Path) -> Path:
 def _tool_answers(source: Path | bytes) -> set[tuple[str, str, str]]:
     """(paper, question, answer) of the tool's rows of a results workbook (a coder's added rows left out): what
     tells one run's spreadsheet from another's."""
-    from openpyxl import load_workbook
+    from mlpsych.evaluation.evaluate import read_sheet
 
-    book = load_workbook(io.BytesIO(source) if isinstance(source, bytes) else source, read_only=True)
-    if SHEET not in book.sheetnames:
-        book.close()
-        return set()
-    rows = book[SHEET].iter_rows(values_only=True)
-    header = [str(c or "").strip().lower() for c in next(rows, ())]
-    index = {name: header.index(name) for name in ("paper_id", "question_id", "answer", "stage") if name in header}
-
-    def cell(row: tuple, name: str) -> str:
-        return str(row[index[name]] or "") if name in index and index[name] < len(row) else ""
-
-    try:
-        return {(cell(r, "paper_id"), cell(r, "question_id"), cell(r, "answer")) for r in rows
-                if cell(r, "stage") != CODER_STAGE}
-    finally:
-        book.close()
+    return {(str(r.get("paper_id") or ""), str(r.get("question_id") or ""), str(r.get("answer") or ""))
+            for r in read_sheet(source, SHEET, required=False) if str(r.get("stage") or "") != CODER_STAGE}
 
 
 def start_review(target: str | Path, workbook: bytes) -> Path:

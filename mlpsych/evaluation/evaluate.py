@@ -196,27 +196,30 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def read_sheet(path: str | Path, sheet: str, required: bool = True) -> list[dict[str, Any]]:
-    """Rows of one worksheet as dicts keyed by the lower-cased header of row 1 (blank rows skipped)."""
+def read_sheet(path: str | Path | bytes, sheet: str, required: bool = True) -> list[dict[str, Any]]:
+    """Rows of one worksheet as dicts keyed by the lower-cased header of row 1 (blank rows skipped). ``path`` may
+    also be a workbook's bytes (a run's spreadsheet held in memory for a download)."""
     from openpyxl import load_workbook
 
-    if not Path(path).is_file():
+    in_memory = isinstance(path, bytes)
+    name = "the workbook" if in_memory else path
+    if not in_memory and not Path(path).is_file():
         raise EvalInputError(f"{path}: no such file")
     try:
-        book = load_workbook(path, read_only=True, data_only=True)
+        book = load_workbook(io.BytesIO(path) if in_memory else path, read_only=True, data_only=True)
     except Exception as error:  # openpyxl raises several types for a file that is not a workbook
-        raise EvalInputError(f"{path}: cannot open as a workbook ({error})") from error
+        raise EvalInputError(f"{name}: cannot open as a workbook ({error})") from error
     try:
         if sheet not in book.sheetnames:
             if not required:
                 return []
-            raise EvalInputError(f"{path}: no sheet named {sheet!r} (found: {', '.join(book.sheetnames)})")
+            raise EvalInputError(f"{name}: no sheet named {sheet!r} (found: {', '.join(book.sheetnames)})")
         values = book[sheet].iter_rows(values_only=True)
         header = next(values, None)
         if not header:
             return []
         names = [str(h).strip().lower() if h is not None else "" for h in header]
-        _refuse_twice_named(names, path, sheet)
+        _refuse_twice_named(names, name, sheet)
         rows = []
         for number, cells in enumerate(values, 2):
             if cells is None or all(c is None or str(c).strip() == "" for c in cells):
