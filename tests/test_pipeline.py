@@ -248,6 +248,30 @@ def test_reference_preset_unions_the_models_released_answers_and_keeps_three_per
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("output, kept", [("The study was conducted in the United States of America.", True),
+                                          ("I'm sorry, I cannot answer that.", True), ("[]", False)])
+def test_a_question_that_may_have_no_answer_loses_its_answers_only_to_an_explicit_none(
+        tiny_questions, tmp_path, monkeypatch, output, kept):
+    """With allow_empty, the LLM saying "[]" leaves the paper without an answer; prose or garbage with no list in it
+    (which also parses to no item) left it without one too, and the extractive answers are now kept."""
+    import mlpsych.normalize.llm as normalize
+
+    class FixedOutput(normalize.Normalizer):  # the real tiny Llama is loaded; only its text is replaced
+        def _generate(self, texts):
+            return [output] * len(texts)
+
+    monkeypatch.setattr(normalize, "Normalizer", FixedOutput)
+    qs = load_question_set(tiny_questions).select(["q2"])
+    qs = qs.model_copy(update={"questions": [qs.get("q2").model_copy(update={"allow_empty": True})]})
+    without_llm = Pipeline(qs, settings(), ResultCache(tmp_path), progress=False).run(docs()[:1])
+    extractive = [a.text for a in without_llm.answers if a.final]
+    run_settings = settings()
+    run_settings.llm.enabled = True
+    result = Pipeline(qs, run_settings, ResultCache(tmp_path), progress=False).run(docs()[:1])
+    assert extractive and [a.text for a in result.answers if a.final] == (extractive if kept else [])
+
+
+@pytest.mark.slow
 def test_reference_llm_step_keeps_ungrounded_items_and_asks_about_them(tiny_questions, tmp_path, monkeypatch):
     """--preset reference's LLM step: the released prompt with the answers joined, every returned item an answer
     (grounding only reported in the stage column) and a bridge entity."""

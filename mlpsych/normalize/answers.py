@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from mlpsych.answers import Answer, AnswerStage, Span
 from mlpsych.documents import Document
 from mlpsych.normalize.grounding import Grounding, aliases, ground
+from mlpsych.normalize.listparse import says_none
 from mlpsych.normalize.llm import DEFAULT_LLM, NormalizeResult
 from mlpsych.questions import QuestionTemplate
 
@@ -90,6 +91,12 @@ class NormalizeAudit:
     raw_outputs: dict[str, str]
     items: dict[str, list[str]]
     errors: dict[str, str]
+
+    @property
+    def readable(self) -> bool:
+        """Every model's output gave items or an explicit "none" (``[]``, "None"): prose or garbage from which no list
+        could be read says nothing about the paper, so a question that allows no answer keeps its extractive ones."""
+        return all(self.items.get(m) or says_none(raw) for m, raw in self.raw_outputs.items())
 
 
 def combine_results(

@@ -54,9 +54,36 @@ def parse_list(raw: str, *, max_items: int = 100) -> list[str]:
     return _dedupe(items)[:max_items]
 
 
+def says_none(raw: str) -> bool:
+    """Whether an output that gave no item says there is none (``[]``, "None", ``["N/A"]``, ``{"countries": []}``).
+
+    Prose ("The study was conducted in the United States.") and garbage also parse to no item, but say nothing
+    about the paper: a question that may have no answer must not lose its extractive answers to them.
+    """
+    if not isinstance(raw, str) or parse_list(raw):
+        return False
+    text = _cleaned(raw)
+    if _is_empty_answer(text):
+        return True
+    for start in (m.start() for m in re.finditer(r"\[", text)):
+        values, closed = _scan_list(text, start)
+        if closed is None:
+            return False
+        literal = _literal(text[start:closed])
+        if literal is not None:
+            values = list(_flatten(literal))
+        if all(_is_empty_answer(v) for v in values):
+            return True
+    return False
+
+
+def _cleaned(raw: str) -> str:
+    """Special tokens, code fences and U+FFFD (bytes of a character cut by the token limit) are noise, not content."""
+    return _SPECIAL_TOKEN.sub(" ", _FENCE.sub("", raw)).replace("\ufffd", " ").strip()
+
+
 def _parse(raw: str) -> list[str]:
-    # Special tokens and U+FFFD (bytes of a character cut by the token limit) are noise, not content.
-    text = _SPECIAL_TOKEN.sub(" ", _FENCE.sub("", raw)).replace("\ufffd", " ").strip()
+    text = _cleaned(raw)
     if _is_empty_answer(text):
         return []
     if text.startswith("(") and text.endswith(")"):

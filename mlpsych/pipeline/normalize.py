@@ -140,8 +140,8 @@ def adopt(unit: Unit, normalized: list[Answer], audit: NormalizeAudit, extractiv
     for model, error in audit.errors.items():
         result.errors.setdefault(unit.doc.id, []).append(f"normalize {unit.question.id} ({model}): {error}")
     grounded = [a for a in normalized if a.stage in stages]
-    # An empty list is an answer for questions that may have none (q2), unless the LLM's output failed.
-    if grounded or (unit.question.allow_empty and not audit.errors):
+    # An empty list is an answer for questions that may have none, unless the LLM's output failed or held no list.
+    if grounded or (unit.question.allow_empty and not audit.errors and audit.readable):
         for a in extractive:
             a.final = False
     for a in normalized:

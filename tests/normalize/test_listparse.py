@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlpsych.normalize.listparse import clean_item, parse_list
+from mlpsych.normalize.listparse import clean_item, parse_list, says_none
 
 CORPUS: list[tuple[str, str, list[str]]] = [
     # --- well-formed ---------------------------------------------------------------------------------------
@@ -84,6 +84,25 @@ CORPUS: list[tuple[str, str, list[str]]] = [
 @pytest.mark.parametrize("raw, expected", [(raw, exp) for _, raw, exp in CORPUS], ids=[c[0] for c in CORPUS])
 def test_corpus(raw: str, expected: list[str]) -> None:
     assert parse_list(raw) == expected
+
+
+SAY_NONE = ["empty list", "empty with chatter", "None", "None in list", "N/A", "empty string", "whitespace",
+            "python None literal"]
+NO_LIST = ["refusal", "prose sentence", "symbols", "unbalanced quote", "random token soup", "control bytes",
+           "numbers only list"]
+
+
+@pytest.mark.parametrize("name", SAY_NONE + NO_LIST)
+def test_says_none_only_for_an_explicit_none(name: str) -> None:
+    """An output with no item is "none" only when it says so; prose and garbage say nothing about the paper."""
+    raw = {case: text for case, text, _ in CORPUS}[name]
+    assert parse_list(raw) == []
+    assert says_none(raw) == (name in SAY_NONE)
+
+
+def test_says_none_in_a_json_object_but_not_with_items() -> None:
+    assert says_none('```json\n{"countries": []}\n```')
+    assert not says_none('["Canada"]') and not says_none("The study was conducted in Canada.")
 
 
 def test_max_items() -> None:
