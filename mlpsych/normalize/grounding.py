@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 _SEPARATORS = r"[\s\-\u2010\u2011\u2012\u2013/_]*"
+# Symbols that are part of a name: "C++" and "C#" are not the letter "C" of "Appendix C" or "37 °C".
+_NAME_SYMBOLS = re.compile(r"[+#]")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # "(SVM)", "(SVMs)", "(k-NN)", "(XGB)" and "[LDA]" after a candidate long form.
 _DEFINED_ABBR = re.compile(r"[(\[]\s*([A-Za-z][A-Za-z0-9\-]{0,9}?[A-Z][A-Za-z0-9\-]*?)(s?)\s*[)\];,]")
@@ -134,9 +136,10 @@ def _patterns(item: str, strict: bool) -> list[tuple[str, str, bool]]:
 
 
 def _variant_pattern(item: str, strict: bool) -> str | None:
-    """Same words, any of hyphen / space / nothing between them, and an optional plural on the last word."""
+    """Same words, any of hyphen / space / nothing between them, and an optional plural on the last word. None for
+    a name whose symbols make it another name ("C++", "C#", "k-means++"): its words alone are "C" or "k-means"."""
     words = _WORD.findall(item)
-    if not words:
+    if not words or _NAME_SYMBOLS.search(item):
         return None
     parts = [re.escape(w) for w in words[:-1]] + [_plural_free(words[-1], strict)]
     return _SEPARATORS.join(parts)

@@ -124,6 +124,15 @@ def test_word_boundaries() -> None:
     assert ground("C++", "Code was written in C++ and Python.").how == "verbatim"
 
 
+@pytest.mark.parametrize("item", ["C++", "C#", "F#", "k-means++", "C++ (GCC)"])
+def test_a_name_with_symbols_is_not_its_bare_letters(item: str) -> None:
+    """An LLM item the paper does not contain grounded on a stray letter, shown as normalized with that evidence."""
+    paper = "Items are listed in Appendix C; the room was kept at 21 °C. We used k-means and F tests."
+    assert not ground(item, paper).grounded
+    name = item.split(" (")[0]
+    assert ground(name, f"Scripts were written in {name}, then run.").how == "verbatim"
+
+
 def test_acronym_is_case_sensitive() -> None:
     assert not ground("SEM", "Participants were seemingly semantic.").grounded
     assert not ground("LDA", "lda").grounded
