@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from mlpsych.cli import check_output
 from mlpsych.documents import Document
 from mlpsych.errors import PapersNotInTexts, UserError
 from mlpsych.ingest import CleaningOptions, backend_choices, load_documents, write_jsonl
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix.lower() != ".jsonl":
         raise UserError(f"--out must end in .jsonl, got {out}")
+    check_output(out)  # before the papers are read, not after: a corpus through Tika takes long
     documents = ingest_from_args(args, inputs[0] if len(inputs) == 1 else inputs)
     write_jsonl(documents, out)
     bad = [d for d in documents if not d.ok]  # each already logged as a warning with its status
