@@ -41,13 +41,16 @@ def cleaning_from_args(args: argparse.Namespace) -> CleaningOptions:
     return CleaningOptions.disable(getattr(args, "no_clean", None) or [])
 
 
-def ingest_from_args(args: argparse.Namespace, inputs: Path | str | Sequence[Path | str]) -> list[Document]:
-    """Documents for ``inputs`` with the options of :func:`add_ingest_options` (user mistakes are UserErrors)."""
+def ingest_from_args(args: argparse.Namespace, inputs: Path | str | Sequence[Path | str],
+                     output: Path | None = None) -> list[Document]:
+    """Documents for ``inputs`` with the options of :func:`add_ingest_options` (user mistakes are UserErrors);
+    ``output``, the file the command writes, is not read from a folder."""
     return load_documents(
         inputs,
         pdf_backend=getattr(args, "pdf_backend", "auto"),
         cleaning=cleaning_from_args(args),
         progress=not (getattr(args, "quiet", False) or getattr(args, "no_progress", False)),
+        exclude=output,
     )
 
 
@@ -81,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if out.suffix.lower() != ".jsonl":
         raise UserError(f"--out must end in .jsonl, got {out}")
     check_output(out)  # before the papers are read, not after: a corpus through Tika takes long
-    documents = ingest_from_args(args, inputs[0] if len(inputs) == 1 else inputs)
+    documents = ingest_from_args(args, inputs[0] if len(inputs) == 1 else inputs, output=out)
     write_jsonl(documents, out)
     bad = [d for d in documents if not d.ok]  # each already logged as a warning with its status
     print(f"wrote {len(documents)} document(s) to {out}" + (f"; {len(bad)} could not be read" if bad else ""))

@@ -20,7 +20,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mlpsych.documents import Document
-from mlpsych.errors import IngestError, one_line
+from mlpsych.errors import IngestError, InputError, one_line
 from mlpsych.ingest.backends import PDF_BACKENDS, Backend, Tika, backend_choices, resolve_backend
 from mlpsych.ingest.base import Extraction, lines_from_text
 from mlpsych.ingest.clean import CleaningOptions, clean_pages
@@ -58,15 +58,19 @@ def load_documents(
     pdf_backend: str = "auto",
     cleaning: CleaningOptions | None = None,
     progress: bool = True,
+    exclude: Path | None = None,
 ) -> list[Document]:
     """Read a folder (its supported files, sorted, not recursive), one file, or a list of files into Documents.
 
     PDFs go through ``pdf_backend``; DOCX/HTML/ODT/RTF always through Tika; .txt/.md are cleaned like PDF text
     (form feeds separate pages); .jsonl from ``mlpsych ingest`` and the MLPsych ``text.json`` are taken as they
     are (already clean, maybe hand-corrected). Ids are file stems made spreadsheet-safe and unique, or the keys.
+    ``exclude`` is a file a folder's scan leaves out (unless named itself): the output the caller is about to write.
     """
     files = discover(inputs)
     explicit = _explicit_files(inputs)
+    if exclude is not None:
+        files = _without_output(files, exclude, explicit)
     options = cleaning or CleaningOptions()
     readers = _readers(resolve_backend(pdf_backend))
     for reader in {id(r): r for r in readers.values()}.values():
@@ -96,6 +100,18 @@ def _readers(pdf_backend: str) -> dict[str, Backend]:
     """The backend for each kind of file that needs one: PDFs as asked, office formats always through Tika."""
     pdf = PDF_BACKENDS.get(pdf_backend)()
     return {"pdf": pdf, "tika": pdf if isinstance(pdf, Tika) else Tika()}
+
+
+def _without_output(files: list[Path], output: Path, explicit: set[Path]) -> list[Path]:
+    """``files`` without ``output`` found in a folder: `mlpsych ingest .` run twice read its own texts.jsonl back
+    as papers, and wrote every paper twice (the second as "paper-2")."""
+    target = output.expanduser().resolve()
+    kept = [p for p in files if p in explicit or p.resolve() != target]
+    if len(kept) < len(files):
+        log.info("skipping %s: it is the output being written", output)
+        if not kept:
+            raise InputError(f"no papers to read: {output} is the output being written (name it to read it)")
+    return kept
 
 
 def _explicit_files(inputs: Path | str | Sequence[Path | str]) -> set[Path]:

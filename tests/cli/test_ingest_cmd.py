@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -30,3 +31,24 @@ def test_an_out_that_is_a_folder_is_refused_before_any_paper_is_read(papers, tmp
     assert capsys.readouterr().err.strip().splitlines() == [
         f"mlpsych: error: --out {out} is a folder: give a file name in it, such as {out / 'results.jsonl'}"]
     assert not [r for r in caplog.records if r.name == "mlpsych.ingest"]  # no paper was read
+
+
+def test_ingest_run_again_in_the_papers_folder_does_not_read_its_own_output(papers, capsys) -> None:
+    """`mlpsych ingest .` writes texts.jsonl into the folder it reads; run again (after adding a paper, or with
+    other cleaning), it read that file back as papers and wrote every paper twice, the second as "paper-2"."""
+    out = papers / "texts.jsonl"
+    assert main(["ingest", str(papers), "--out", str(out), "--quiet"]) == 0
+    first = [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()]
+    assert main(["ingest", str(papers), "--out", str(out), "--quiet"]) == 0
+    again = [json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()]
+    assert again == first == sorted(p.stem for p in papers.glob("*.txt"))
+    assert capsys.readouterr().out.splitlines()[-1] == f"wrote {len(first)} document(s) to {out}"
+
+
+def test_ingest_of_its_own_output_named_as_input_still_reads_it(papers, tmp_path) -> None:
+    """Named itself (re-cleaned in place, or hand-corrected and checked), the output is read as any other input."""
+    out = tmp_path / "texts.jsonl"
+    assert main(["ingest", str(papers), "--out", str(out), "--quiet"]) == 0
+    before = out.read_text(encoding="utf-8")
+    assert main(["ingest", str(out), "--out", str(out), "--quiet"]) == 0
+    assert out.read_text(encoding="utf-8") == before
