@@ -469,6 +469,9 @@ def plan_scoring(
             if left_out[question]:
                 warn("%s: %d of %d gold papers are not mentioned in the predictions and are left out",
                      question, left_out[question], len(candidates))
+    if not any(scored.values()):
+        _refuse_unshared_ids(gold, questions, unanswerable, in_run | (known or set()),
+                             "the run's output" if known is None else "the run's output or texts")
     if absent:
         names = sorted(absent, key=_natural_key)
         shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
@@ -477,6 +480,24 @@ def plan_scoring(
             "or score the run's .xlsx (its papers sheet records the papers that failed, which then score 0), or "
             "leave out the texts (--texts) to score only the papers the output mentions")
     return ScoringPlan(preds, questions, scored, failed, left_out)
+
+
+def _refuse_unshared_ids(gold: dict[str, dict[str, list[str]]], questions: Sequence[str], unanswerable: set[str],
+                         theirs: set[str], where: str) -> None:
+    """No gold paper is a paper of ``where``: the ids differ (gold keyed by "smith2020.pdf", the run by file stem),
+    and the empty table was said as "no answers to score", though the run has answers."""
+    ours = {p for question in questions for p in evaluation_papers(gold, question, unanswerable)}
+    if not ours or not theirs:
+        return
+    raise EvalInputError(
+        f"no paper of the gold is in {where}: the gold has {_some(ours)}, {where} has {_some(theirs)}; a paper's id "
+        "must be the same in both (its file name without the extension, or its key in text.json)")
+
+
+def _some(ids: set[str], shown: int = 3) -> str:
+    """A few ids, quoted, and how many there are in all."""
+    names = sorted(ids, key=_natural_key)
+    return ", ".join(map(repr, names[:shown])) + (f" ({len(names)} in all)" if len(names) > shown else "")
 
 
 def evaluate(

@@ -180,3 +180,20 @@ def test_cli_run_on_part_of_the_corpus_scores_as_before(tmp_path):
     code, found = _cli(tmp_path, pred, RAN)
     assert code == 0
     assert float(found[("q1", A)]["F1"]) == pytest.approx(EXPECTED[("q1", A)]["F1"], abs=1e-5)
+
+
+@pytest.mark.parametrize("with_texts", [False, True])
+def test_gold_keyed_by_file_names_is_said_to_name_other_papers(tmp_path, with_texts):
+    """Gold keyed "p1.pdf" against a run of "p1": every paper was left out and the command said "no answers to score",
+    though the run had answers. It now says the ids differ, with some of each side."""
+    import json
+
+    _, _, pred = _write_dataset(tmp_path)
+    gold = tmp_path / "by-file-name.json"
+    gold.write_text(json.dumps({q: {f"{p}.pdf": spans for p, spans in papers.items()} for q, papers in GOLD.items()}),
+                    encoding="utf-8")
+    texts = ["--texts", str(_write_dataset(tmp_path)[0])] if with_texts else []
+    with pytest.raises(UserError) as raised:
+        _run_cli(["eval", "--gold", str(gold), "--pred", str(pred), "--no-similar", *texts])
+    assert str(raised.value).startswith("no paper of the gold is in the run's output")
+    assert "'p1.pdf'" in str(raised.value) and "'p1'" in str(raised.value)
