@@ -14,7 +14,6 @@ nearest to the offsets), so ingest's text normalization or a sheet edited by han
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -200,16 +199,10 @@ def coding_from_gold(path: str | Path, documents: dict[str, Document], unanswera
     """Labelled spans from hand-coded gold (``{question: {paper: [{start, end, text}]}}``, as ``mlpsych eval
     --gold`` reads): each paper of the ``anchor`` question is coded for every question it has gold for, and for
     the ``unanswerable`` questions also where it has none (its answer is "nothing")."""
-    from mlpsych.evaluation.evaluate import evaluation_papers, gold_from_dict
+    from mlpsych.evaluation.evaluate import evaluation_papers, gold_from_dict, read_gold_json
     from mlpsych.ingest.textnorm import normalize_text
 
-    path = Path(path)
-    if not path.is_file():
-        raise EvalInputError(f"{path}: no such file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise EvalInputError(f"{path}: not valid JSON ({error})") from None
+    data = read_gold_json(path)
     gold_from_dict(data, str(path))  # the shape, checked as `mlpsych eval` checks it
     gold = {q: {normalize_text(str(p)): spans or [] for p, spans in papers.items()} for q, papers in data.items()}
     check_papers({p for papers in gold.values() for p in papers}, documents, str(path))

@@ -78,7 +78,7 @@ def load_texts(path: str | Path) -> dict[str, str]:
 
 def load_gold(path: str | Path) -> dict[str, dict[str, list[str]]]:
     """MLPsych gold ``{question: {paper_id: [{start, end, text}, ...]}}`` as ``{question: {paper: [text]}}``."""
-    return gold_from_dict(_read_json(path), str(path))
+    return gold_from_dict(read_gold_json(path), str(path))
 
 
 def gold_from_dict(data: Any, source: str = "gold") -> dict[str, dict[str, list[str]]]:
@@ -116,12 +116,18 @@ def gold_texts(spans: Any, where: str) -> list[str]:
     return [str(t) for t in texts if t is not None]
 
 
-def _read_json(path: str | Path) -> Any:
+def read_gold_json(path: str | Path) -> Any:
+    """The decoded JSON of a gold file (``eval``, ``calibrate`` and ``adapt`` ``--gold``); a file that is not JSON
+    text, such as the coded .xlsx given as gold, is one line, not a UnicodeDecodeError taken for a bug."""
     path = Path(path)
     if not path.is_file():
         raise EvalInputError(f"{path}: no such file")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise EvalInputError(f"{path}: not JSON text (a spreadsheet?): gold is a JSON file "
+                             "{question_id: {paper_id: [spans]}}; a coded results sheet is read by --coded "
+                             "(calibrate, adapt) and mlpsych agree") from None
     except json.JSONDecodeError as error:
         raise EvalInputError(f"{path}: not valid JSON ({error})") from error
 

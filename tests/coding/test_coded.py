@@ -104,6 +104,12 @@ def test_gold_with_a_span_without_text_is_one_error(tmp_path: Path, documents):
     assert [s.text for s in coding.spans] == ["random forests"] and not coding.skipped
 
 
+def test_a_coded_sheet_given_as_gold_is_one_error(coded_sheet: Path, documents):
+    """`mlpsych calibrate --gold coded.xlsx` (and `adapt --gold`) ended in UnicodeDecodeError, shown as a bug."""
+    with pytest.raises(EvalInputError, match=r"not JSON text \(a spreadsheet\?\).*--coded"):
+        coding_from_gold(coded_sheet, documents)
+
+
 def test_a_correction_typed_with_other_quotes_or_hyphens_is_found(tmp_path: Path, documents):
     """LibreOffice turns a coder's typed quotes into typographic ones, and ingest makes the paper's ASCII: such a
     corrected answer was reported "not in the paper" and its correction lost; so was one the coder put in quotes."""

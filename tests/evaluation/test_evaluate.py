@@ -295,6 +295,13 @@ def test_cli_errors_are_one_line_user_errors(tmp_path):
         _run_cli(["eval", "--gold", str(gold), "--pred", str(pred), "--no-similar", "--questions", "q9"])
 
 
+def test_a_spreadsheet_given_as_gold_is_a_user_error(tmp_path):
+    """`mlpsych eval --gold results.xlsx` (the coded sheet taken for gold) ended in UnicodeDecodeError, "a bug"."""
+    pred = _export(tmp_path, ".xlsx")
+    with pytest.raises(UserError, match=r"results.xlsx: not JSON text \(a spreadsheet\?\)"):
+        _run_cli(["eval", "--gold", str(pred), "--pred", str(pred), "--no-similar"])
+
+
 def test_hand_written_gold_slips_are_one_line_errors(tmp_path):
     """A paper's gold typed as one string was scored one character at a time ("SVM" as "S", "V", "M"); a span
     without "text" stopped `mlpsych eval` with KeyError 'text'. Both now name the question and paper."""
