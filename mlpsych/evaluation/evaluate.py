@@ -195,11 +195,23 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
+                if _one_json_document(path):
+                    raise EvalInputError(f"{path}: one JSON document, not the answers of `mlpsych run` (its .jsonl, "
+                                         "one answer a line, or its .xlsx); gold goes to --gold") from None
                 raise EvalInputError(f"{path}:{number}: not valid JSON ({error.msg})") from error
             if not isinstance(row, dict):
                 raise EvalInputError(f"{path}:{number}: expected a JSON object per line")
             rows.append(row)
     return rows
+
+
+def _one_json_document(path: Path) -> bool:
+    """Whether the whole file is one (indented) JSON value: gold given as --pred was said to be "not valid JSON"."""
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return False
+    return True
 
 
 def read_sheet(path: str | Path | bytes, sheet: str, required: bool = True) -> list[dict[str, Any]]:

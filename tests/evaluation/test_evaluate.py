@@ -302,6 +302,15 @@ def test_a_spreadsheet_given_as_gold_is_a_user_error(tmp_path):
         _run_cli(["eval", "--gold", str(pred), "--pred", str(pred), "--no-similar"])
 
 
+def test_gold_given_as_pred_is_said_to_be_no_run_output(tmp_path):
+    """`--pred gold.json` (the two swapped) was refused as "gold.json:1: not valid JSON", though it is valid JSON."""
+    _, gold, _ = _write_dataset(tmp_path)
+    pretty = tmp_path / "gold-indented.json"
+    pretty.write_text(json.dumps(GOLD, indent=1), encoding="utf-8")
+    with pytest.raises(UserError, match=r"gold-indented.json: one JSON document, not the answers of `mlpsych run`"):
+        _run_cli(["eval", "--gold", str(gold), "--pred", str(pretty), "--no-similar"])
+
+
 def test_hand_written_gold_slips_are_one_line_errors(tmp_path):
     """A paper's gold typed as one string was scored one character at a time ("SVM" as "S", "V", "M"); a span
     without "text" stopped `mlpsych eval` with KeyError 'text'. Both now name the question and paper."""
