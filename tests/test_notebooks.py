@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from mlpsych.evaluation.evaluate import read_sheet
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
@@ -52,3 +54,7 @@ def test_notebook_runs(path: Path, notebook_env, tmp_path, monkeypatch):
                 "03": {"results.xlsx", "eval.csv", "coded.xlsx", "agreement.md"},
                 "04": {"mlpsych-dev.xlsx", "paper-table.md"}}[path.stem[:2]]
     assert expected <= written
+    if sheet := {"01": "results.xlsx", "02": "my-answers.xlsx"}.get(path.stem[:2]):
+        # they say each answer points to its page, and show it: the papers they read have pages
+        found = [row for row in read_sheet(tmp_path / "out" / sheet, "answers") if row.get("start") is not None]
+        assert found and all(row.get("page") for row in found)
