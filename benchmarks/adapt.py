@@ -74,7 +74,7 @@ def reader_from_checkpoint(checkpoint: Path, work: Path) -> str:
     out = work / f"stand-in-{state['fingerprint']}-step{state['step']}"
     if not (out / "model.safetensors").is_file():
         settings = TrainSettings(**state["settings"])
-        model = load_qa_model(settings.base_model, "cpu", torch.float32)
+        model = load_qa_model(settings.base_model, "cpu", torch.float32, trained_head=False)
         load_model(model, str(checkpoint / "model.safetensors"))
         save_reader(out, model, load_tokenizer(settings.base_model), settings,
                     {"checkpoint": str(checkpoint), "step": state["step"], "steps": state["total"]})

@@ -240,19 +240,30 @@ def _space_marker_alone(tokenizer) -> None:
     backend.pre_tokenizer = parts[1]
 
 
-def load_qa_model(model_id: str, device: str, dtype):
+def load_qa_model(model_id: str, device: str, dtype, *, trained_head: bool = True):
     """An extractive QA model from a Hub id or a local folder, on ``device`` in ``dtype``, in eval mode
-    (``torch.qint8``: loaded in fp32, then its linear layers quantized)."""
+    (``torch.qint8``: loaded in fp32, then its linear layers quantized).
+
+    ``trained_head``: refuse a model whose answer-span head is not in its weights (a base encoder such as
+    ``bert-base-uncased``, or a causal LM): transformers would give it a random head that reads every paper and
+    writes meaningless answers with only a log line. Training (``train-reader``, ``adapt``) starts from such models.
+    """
     import torch
     from transformers import AutoModelForQuestionAnswering
 
     offline_unless_reachable(model_id)
     int8 = dtype is torch.qint8
     try:
-        model = AutoModelForQuestionAnswering.from_pretrained(model_id, dtype=torch.float32 if int8 else dtype,
-                                                              **safetensors_kwargs(model_id))
+        model, info = AutoModelForQuestionAnswering.from_pretrained(
+            model_id, dtype=torch.float32 if int8 else dtype, output_loading_info=True, **safetensors_kwargs(model_id))
     except (OSError, ValueError) as error:
         raise ModelLoadError(explain_load_error(model_id, error)) from error
+    untrained = untrained_head(model, info.get("missing_keys", ()))
+    if trained_head and untrained:
+        raise ModelLoadError(
+            f"model {model_id!r} is not an extractive question-answering model: its weights have no answer-span head "
+            f"({', '.join(untrained)}), so its answers would be random. Name a reader fine-tuned on SQuAD 2.0 "
+            "(e.g. deepset/deberta-v3-large-squad2), or make one with `mlpsych dev train-reader`")
     try:
         model.to(device)
     except RuntimeError as error:
@@ -266,6 +277,12 @@ def load_qa_model(model_id: str, device: str, dtype):
         quantize_linear_layers(model.base_model)
     log.info("loaded %s on %s (%s)", model_id, device, str(dtype).replace("torch.", ""))
     return model
+
+
+def untrained_head(model, missing_keys) -> list[str]:
+    """The weights outside the encoder that the checkpoint did not hold (the span head transformers made up)."""
+    encoder = f"{model.base_model_prefix}."
+    return sorted(k for k in missing_keys if not k.startswith(encoder))
 
 
 def safetensors_kwargs(model_id: str) -> dict:

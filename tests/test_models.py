@@ -220,3 +220,23 @@ def test_a_gpu_without_room_for_a_reader_is_one_clear_error(tiny_models, monkeyp
     monkeypatch.setattr(torch.nn.Module, "to", broken)
     with pytest.raises(RuntimeError, match="illegal memory access"):
         load_qa_model(str(tiny_models["bert"]), "cuda", torch.float32)
+
+
+def test_a_model_without_a_trained_span_head_is_refused_as_a_reader(tiny_models, tmp_path):
+    """A base encoder (``bert-base-uncased``) or a causal LM named as a reader got a random span head from
+    transformers and wrote meaningless answers for every paper, with only a log line; it is now refused, while
+    training (``train-reader``, ``adapt``) still starts from such an encoder, and every real reader family loads."""
+    from mlpsych.models import load_qa_model
+
+    bare = tmp_path / "bare-bert"
+    reader = load_qa_model(str(tiny_models["bert"]), "cpu", torch.float32)
+    reader.base_model.save_pretrained(bare)  # the encoder alone, as a base checkpoint on the Hub is saved
+    for folder in (bare, tiny_models["llama"]):
+        with pytest.raises(ModelLoadError, match=r"is not an extractive question-answering model: its weights have "
+                                                 r"no answer-span head \(.*qa_outputs.weight.*\)"):
+            load_qa_model(str(folder), "cpu", torch.float32)
+    start = load_qa_model(str(bare), "cpu", torch.float32, trained_head=False)
+    assert torch.equal(start.base_model.embeddings.word_embeddings.weight,
+                       reader.base_model.embeddings.word_embeddings.weight)
+    for family in ("deberta-v2", "albert", "electra", "roberta", "bert"):
+        assert load_qa_model(str(tiny_models[family]), "cpu", torch.float32).training is False

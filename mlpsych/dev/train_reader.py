@@ -574,7 +574,7 @@ def fit(train: Sequence[SquadExample], settings: TrainSettings, checkpoints: Pat
     ckpt_dir = Path(checkpoints) / fingerprint
     tokenizer = load_tokenizer(settings.base_model)  # the loading policy: fast tokenizer, offline, clear errors
     torch.manual_seed(settings.seed)
-    model = load_qa_model(settings.base_model, device, torch.float32)  # safetensors only; train() below
+    model = load_qa_model(settings.base_model, device, torch.float32, trained_head=False)  # train() below
     feats = build_features(tokenizer, train, settings, labels=True)
     lengths = [len(ids) for ids in feats.input_ids]
     per_epoch = math.ceil(len(feats) / settings.batch_size)
