@@ -53,3 +53,19 @@ def test_long_evidence_is_cut_at_whole_words_and_the_cut_is_marked():
         assert evidence.startswith("… ") and evidence.endswith(" …") and words[k] in evidence
         inner = evidence[2:-2]
         assert f" {inner} " in f" {text[:-1]} " and len(inner) <= 100 + len(words[k])
+
+
+def test_scholarly_abbreviations_do_not_end_the_evidence_sentence():
+    """"et al. (2011)", "Fig. 1a", "(p. 259)", "(e.g. Smith)" and "vs." keep the evidence sentence whole (a coder
+    read "(2011) define ..."); it still ends after "etc." or a capital letter ("in R.")."""
+    sentences = ["Cameron et al. (2011) define positive practices as shown in Fig. 1a and Figs. 2-3 (p. 259).",
+                 "Beliefs (vs. Competence) were coded by hand (e.g. Mottus et al., in press) as in Eq. 4.",
+                 "Models were fitted with the randomForest package in R.",
+                 "Tokens were lemmatized, tagged, etc.",
+                 "The end."]
+    text = " ".join(sentences)
+    doc = Document(id="p", text=text)
+    for sentence in sentences:
+        for word in re.finditer(r"[A-Za-z]{4,}", sentence):
+            start = text.index(sentence) + word.start()
+            assert doc.sentence_around(start, start + len(word.group())) == sentence
