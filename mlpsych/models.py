@@ -161,6 +161,9 @@ def dtype_name(requested: str, device: str = "auto", *, int8: bool = False) -> s
     return str(pick_dtype(requested, pick_device(device), int8=int8)).removeprefix("torch.")
 
 
+_AUTO_KINDS = {"CausalLM": "text-generation", "QuestionAnswering": "question-answering"}
+
+
 def load_failure_reason(model_id: str, error: BaseException) -> str:
     """Why loading ``model_id`` failed, in words a researcher can act on, to follow "model 'X' ...": gated,
     missing, offline (with how to bring models here), no safetensors, a missing package, too big."""
@@ -177,6 +180,11 @@ def load_failure_reason(model_id: str, error: BaseException) -> str:
                 "and log in (`hf auth login` or HF_TOKEN), or name another model")
     if "offload" in text.lower():
         return "does not fit in GPU and CPU memory (it would have to be offloaded to disk)"
+    unfit = re.search(r"Unrecognized configuration class .*?(\w+Config)'?>? for this kind of AutoModel: AutoModelFor(\w+)",
+                      text)
+    if unfit:  # a folder or repo of another kind of model: a reader given as the LLM, or the reverse
+        kind = _AUTO_KINDS.get(unfit.group(2), unfit.group(2))
+        return f"is not a {kind} model (its configuration is {unfit.group(1)}, which has no {kind} form)"
     if isinstance(error, ImportError):
         return f"needs a package that is not installed ({first_line})"
     if folder.exists():

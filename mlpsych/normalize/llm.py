@@ -89,7 +89,7 @@ class Normalizer:
         """Load tokenizer and model once; NormalizerUnavailable (with the how-to) when that cannot work here."""
         if self._model is not None:
             return
-        from mlpsych.models import is_out_of_memory, load_failure_reason
+        from mlpsych.models import is_out_of_memory, load_failure_reason, untrained_head
 
         device, torch_dtype = self.resolve_device_and_dtype()
         kwargs: dict[str, Any] = {"dtype": torch_dtype}
@@ -103,7 +103,7 @@ class Normalizer:
             self._check_fits(device, torch_dtype)
             from transformers import AutoModelForCausalLM
 
-            model = AutoModelForCausalLM.from_pretrained(self.model_name, **kwargs)
+            model, info = AutoModelForCausalLM.from_pretrained(self.model_name, output_loading_info=True, **kwargs)
         except NormalizerUnavailable:
             raise
         except (OSError, ValueError, ImportError) as error:
@@ -114,6 +114,12 @@ class Normalizer:
             if type(error).__module__.startswith("huggingface_hub"):
                 raise self._unavailable(load_failure_reason(self.model_name, error)) from None
             raise
+        untrained = untrained_head(model, info.get("missing_keys", ()))
+        if untrained:  # an encoder (a reader folder) that transformers fits with a made-up language-model head
+            raise self._unavailable(
+                f"is not a text-generation model: its weights have no language-model head ({', '.join(untrained[:3])}"
+                f"{', ...' if len(untrained) > 3 else ''}), so it would write noise (a reader folder is given to "
+                "the question file's models, not to --llm)")
         if "device_map" not in kwargs:
             model.to(device)
         model.eval()

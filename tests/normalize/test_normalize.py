@@ -114,6 +114,20 @@ def test_unknown_hub_id_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert_how_to(str(info.value))
 
 
+@pytest.mark.parametrize("family, reason", [
+    ("roberta", "its weights have no language-model head"),  # transformers would fit RobertaForCausalLM to it
+    ("electra", "its weights have no language-model head"),
+    ("deberta-v2", "configuration is DebertaV2Config, which has no text-generation form"),
+])
+def test_a_reader_folder_given_as_the_llm_is_refused(tiny_models: dict[str, Path], family: str, reason: str) -> None:
+    """A reader named with --llm: refused with why, not loaded with a random head that writes noise (or fails on
+    every paper with an index error)."""
+    with pytest.raises(NormalizerUnavailable) as info:
+        Normalizer(str(tiny_models[family]), device="cpu").warm_up()
+    assert "is not a text-generation model" in str(info.value)
+    assert reason in str(info.value)
+
+
 def test_folder_without_safetensors(tmp_path: Path, tiny_llama: Path) -> None:
     folder = tmp_path / "pickled"
     shutil.copytree(tiny_llama, folder)
