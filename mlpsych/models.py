@@ -71,6 +71,9 @@ def cpu_runs_bf16_natively(cpuinfo: Path = CPUINFO) -> bool:
     return bool(re.search(r"\b(?:amx_bf16|avx512_bf16)\b", flags))
 
 
+_INT8_NAMES = ("int8", "qint8")
+
+
 def pick_dtype(requested: str, device: str, *, int8: bool = False):
     """The torch dtype for ``requested`` on ``device``. ``auto`` is ``$MLPSYCH_DTYPE`` when set, else half
     precision where the device runs it faster: bf16 on GPUs that support it, else fp16; on a CPU bf16 with native
@@ -81,13 +84,15 @@ def pick_dtype(requested: str, device: str, *, int8: bool = False):
     answers exactly across machines.
 
     ``int8`` (``torch.qint8``) is for callers that load through :func:`load_qa_model` (the readers, which pass
-    ``int8=True``): fp32 weights whose linear layers are quantized after loading (:func:`quantize_linear_layers`)."""
+    ``int8=True``): fp32 weights whose linear layers are quantized after loading (:func:`quantize_linear_layers`).
+    ``$MLPSYCH_DTYPE=int8`` is therefore what ``auto`` means for the readers only; other models keep ``auto``."""
     import torch
 
     names = {"fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
              "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "int8": torch.qint8, "qint8": torch.qint8}
     source = ""
-    if requested == "auto" and os.environ.get(DTYPE_ENV):
+    if requested == "auto" and os.environ.get(DTYPE_ENV) and (int8 or os.environ[DTYPE_ENV] not in _INT8_NAMES):
+        # int8 from the environment means the readers: the LLM and the embedding model keep auto's choice
         requested, source = os.environ[DTYPE_ENV], f" (from ${DTYPE_ENV})"
     if requested != "auto":
         if requested not in names:

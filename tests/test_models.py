@@ -88,6 +88,18 @@ def test_int8_is_refused_where_it_cannot_run(device, int8, message):
         pick_dtype("int8", device, int8=int8)
 
 
+def test_int8_from_the_environment_quantizes_the_readers_and_leaves_other_models_auto(monkeypatch):
+    """MLPSYCH_DTYPE=int8 is how a user asks for int8 readers; it used to turn the LLM off (int8 refused for it)."""
+    import mlpsych.models as models
+
+    automatic = pick_dtype("auto", "cpu")
+    monkeypatch.setenv(models.DTYPE_ENV, "int8")
+    assert pick_dtype("auto", "cpu", int8=True) is torch.qint8
+    assert pick_dtype("auto", "cpu") is automatic
+    with pytest.raises(ModelLoadError, match="int8 is for the readers only"):
+        pick_dtype("int8", "cpu")  # asked for by name, it is still refused
+
+
 def test_int8_is_refused_by_a_torch_without_dynamic_quantization(monkeypatch):
     import mlpsych.models as models
 
