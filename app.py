@@ -581,18 +581,26 @@ def reread_progress() -> None:
     show(status.message)
 
 
+NEAREST = "the one mentioned nearest to it"
+
+
 def add_missed(sheet, paper: str, rid: int) -> None:
     with st.form(f"add_answer:{rid}", clear_on_submit=True):
         st.markdown("**Add an answer the tool missed** (paste or type it as the paper writes it)")
         question = st.selectbox("Question", list(sheet.questions()), key=f"add_q:{rid}")
         text = st.text_area("Text of the paper", key=f"add_text:{rid}", height=80)
+        entities = sheet.entities(paper)
+        about = st.selectbox("About (a follow-up question's answers only)", [NEAREST, *entities],
+                             key=f"add_about:{rid}") if entities else NEAREST
         if st.form_submit_button("Add the missed answer"):
             try:
-                sheet.add(paper, question, text)
+                row = sheet.add(paper, question, text, None if about == NEAREST else about)
             except logic.AppInputError as error:
                 st.error(str(error))
             else:
-                state.review_flash_ok = f"Added to {question}: {results.literal(' '.join(text.split()))}"
+                entity = next((i.bridge_entity for i in sheet.items(paper) if i.row == row), None)
+                state.review_flash_ok = (f"Added to {question}{f' about {results.literal(entity)}' if entity else ''}"
+                                         f": {results.literal(' '.join(text.split()))}")
                 st.rerun()
     if state.get("review_flash_ok"):
         st.success(state.pop("review_flash_ok"))

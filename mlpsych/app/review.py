@@ -124,6 +124,17 @@ class ReviewSheet:
                 out.setdefault(qid, "")
         return out
 
+    def entities(self, paper_id: str, question_id: str | None = None) -> list[str]:
+        """The bridge entities (e.g. q1's techniques) that the paper's follow-up rows ask about, in sheet order;
+        ``question_id``: of that follow-up only. Empty for a question that is not a follow-up."""
+        out: dict[str, None] = {}
+        for row in range(2, self.sheet.max_row + 1):
+            entity = str(self._get(row, "bridge_entity") or "").strip()
+            if entity and str(self._get(row, "paper_id") or "") == paper_id and \
+                    question_id in (None, str(self._get(row, "question_id") or "")):
+                out.setdefault(entity)
+        return list(out)
+
     def items(self, paper_id: str) -> list[ReviewItem]:
         """The paper's answers, least sure first (no confidence: last), then in sheet order."""
         from mlpsych.evaluation.agree import parse_code
@@ -172,7 +183,9 @@ class ReviewSheet:
 
     def add(self, paper_id: str, question_id: str, text: str, bridge_entity: str | None = None) -> int:
         """A missed answer as a new row (stage ``coder``, marked correct), placed where its text is in the paper;
-        text the paper does not contain is refused."""
+        text the paper does not contain is refused. An answer to a follow-up (q4) is about ``bridge_entity``, or,
+        when none is given, about the paper's entity of that follow-up mentioned nearest to it, as `mlpsych adapt`
+        reads a follow-up's gold answer; an answer to another question is about none."""
         doc = self.documents.get(paper_id)
         if doc is None:
             raise AppInputError(f"paper {paper_id!r} is not among the papers given")
@@ -184,6 +197,8 @@ class ReviewSheet:
                                 "in the paper)")
         start, end = found
         question = self.questions().get(question_id, "")
+        entities = self.entities(paper_id, question_id)
+        bridge_entity = ((bridge_entity or "").strip() or _nearest(entities, doc.text, start)) if entities else None
         values = {"paper_id": paper_id, "source_file": Path(doc.source_path or "").name, "question_id": question_id,
                   "question": question, "answer": doc.text[start:end], "stage": CODER_STAGE, "models": "",
                   "ensemble": False, "final": True, "start": start, "end": end, "page": doc.page_at(start),
@@ -223,6 +238,15 @@ class ReviewSheet:
         buffer = io.BytesIO()
         self.book.save(buffer)
         return buffer.getvalue()
+
+
+def _nearest(entities: list[str], text: str, start: int) -> str | None:
+    """The entity whose mention in ``text`` is nearest to ``start`` (one not mentioned counts as farthest)."""
+    def distance(entity: str) -> float:
+        return min((abs(m.start() - start) for m in re.finditer(re.escape(entity), text, re.IGNORECASE)),
+                   default=float("inf"))
+
+    return min(entities, key=distance, default=None)
 
 
 def papers_for_review(source: str) -> dict[str, Document]:

@@ -127,6 +127,37 @@ def test_refusals(tmp_path: Path, sheet_path: Path, documents):
         ReviewSheet(bad, documents)
 
 
+def follow_up_sheet(path: Path) -> Path:
+    """A results workbook with q1's techniques and q4's follow-up answers about each of them."""
+    doc = Document("A", TEXT, pages=[(0, len(TEXT))], source_path="/papers/A.pdf")
+
+    def answer(q: str, text: str, about: str | None = None) -> Answer:
+        start = TEXT.index(text)
+        return Answer("A", q, text, "extractive", ["m"], 0.5, start, start + len(text), 1,
+                      doc.sentence_around(start, start + len(text)), final=True, confidence=0.5, bridge_entity=about)
+
+    answers = [answer("q1", "random forests"), answer("q1", "Support vector machines"),
+               answer("q4", "students", "random forests"), answer("q4", "caret", "Support vector machines")]
+    return write_result(RunResult([doc], load_question_set("mlpsych").select(["q1", "q4"]), answers), path)
+
+
+def test_an_added_follow_up_answer_is_about_the_entity_chosen_or_mentioned_nearest(tmp_path: Path, documents):
+    """A missed q4 answer used to be added about no technique (a blank bridge entity in the sheet)."""
+    path = follow_up_sheet(tmp_path / "results.xlsx")
+    review = ReviewSheet(path, documents)
+    assert sorted(review.entities("A")) == ["Support vector machines", "random forests"]
+    assert review.entities("A", "q1") == []
+    nearest = review.add("A", "q4", "predict dropout")  # in the sentence of "random forests"
+    chosen = review.add("A", "q4", "a baseline", "random forests")  # the coder says which
+    plain = review.add("A", "q1", "caret")  # not a follow-up: about nothing, whatever is chosen
+    about = {i.row: i.bridge_entity for i in ReviewSheet(path, documents).items("A")}
+    assert (about[nearest], about[chosen], about[plain]) == ("random forests", "random forests", None)
+    assert review.add("A", "q4", "served as a baseline") and \
+        ReviewSheet(path, documents).items("A")[-1].bridge_entity == "Support vector machines"
+    spans = {(s.question_id, s.text): s.bridge_entity for s in coding_from_sheets([path], documents).spans}
+    assert spans[("q4", "predict dropout")] == "random forests"  # what `mlpsych adapt --coded` asks about
+
+
 # ------------------------------------------------------------------------------------------- the page (AppTest)
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
@@ -182,6 +213,25 @@ def test_page_review_mark_correct_add_and_reopen(tmp_path: Path, sheet_path: Pat
     rid = second.session_state["review_id"]
     assert second.radio(key=f"mark:{rid}:{rows['students']}").value == "not coded"
     assert any("mlpsych adapt --reader" in c.value for c in second.code)
+
+
+def test_page_adds_a_follow_up_answer_about_the_technique_chosen(tmp_path: Path):
+    pytest.importorskip("streamlit")
+    import json
+
+    path = follow_up_sheet(tmp_path / "results.xlsx")
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text(json.dumps({"id": "A", "text": TEXT, "source_path": "/papers/A.pdf"}) + "\n")
+    at = open_in_page(path, texts)
+    rid = at.session_state["review_id"]
+    at.selectbox(key=f"add_q:{rid}").set_value("q4")
+    at.selectbox(key=f"add_about:{rid}").set_value("Support vector machines")
+    at.text_area(key=f"add_text:{rid}").input("predict dropout")
+    next(b for b in at.button if b.label == "Add the missed answer").click().run()
+    assert not at.exception and any("Added to q4 about Support vector machines: predict dropout" in s.value for s in at.success), \
+        [s.value for s in at.success]
+    added = ReviewSheet(path, {"A": Document("A", TEXT)}).items("A")[-1]
+    assert (added.answer, added.bridge_entity) == ("predict dropout", "Support vector machines")
 
 
 # ---------------------------------------------------------------------------------- re-reading with an adapted reader
