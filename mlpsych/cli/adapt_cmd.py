@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mlpsych.cli import comma_list
 from mlpsych.errors import UserError
+from mlpsych.evaluation.evaluate import DEFAULT_UNANSWERABLE
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--questions", default="mlpsych", help="question file whose ids the coding uses (default: mlpsych)")
     p.add_argument("--replay", type=Path, default=None, help="SQuAD 2.0 JSON replayed against forgetting")
     p.add_argument("--replay-share", type=float, default=0.5, help="replayed records per coded record (default 0.5)")
-    p.add_argument("--unanswerable", default="q2",
-                   help="with --gold: questions where a paper without gold has no answer (default: q2)")
+    p.add_argument("--unanswerable", default=",".join(DEFAULT_UNANSWERABLE),
+                   help=f"with --gold: questions where a paper without gold has no answer (default: "
+                        f"{','.join(DEFAULT_UNANSWERABLE)})")
     p.add_argument("--epochs", type=float, default=None, help="passes over the records (default 4)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 5e-5)")
     p.add_argument("--batch-size", type=int, default=None, help="features per step (default 16)")
@@ -52,7 +54,7 @@ def add_parser(subparsers) -> None:
                         "--read`; default: all)")
     p.add_argument("--heldout-papers", type=int, default=0,
                    help="hold out the last N coded papers and report passage-level figures on them (default 0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the draws, batch order and dropout")
+    p.add_argument("--seed", type=int, default=0, help="seed of the draws, batch order and dropout (default 0)")
     p.add_argument("--checkpoints", type=Path, default=None,
                    help="checkpoint folder (default: <cache>/readers/adapted/<OUT name>/checkpoints)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this step (rerun to continue)")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mlpsych.cli import comma_list
 from mlpsych.errors import UserError
+from mlpsych.evaluation.evaluate import DEFAULT_UNANSWERABLE
 
 
 def add_parser(subparsers) -> None:
@@ -21,8 +22,11 @@ def add_parser(subparsers) -> None:
     source.add_argument("--coded", type=Path, nargs="+", metavar="SHEET", help="coded results sheets (.xlsx)")
     source.add_argument("--gold", type=Path, help="gold answers in the `mlpsych eval --gold` format (needs --pred)")
     p.add_argument("--pred", type=Path, default=None, help="with --gold: the run's .xlsx or .jsonl")
-    p.add_argument("--questions", default="mlpsych", help="question file of the run (the questions' kinds)")
-    p.add_argument("--unanswerable", default="q2", help="with --gold: questions whose absent papers have no answer")
+    p.add_argument("--questions", default="mlpsych",
+                   help="question file of the run (the questions' kinds; default: mlpsych)")
+    p.add_argument("--unanswerable", default=",".join(DEFAULT_UNANSWERABLE),
+                   help=f"with --gold: questions whose absent papers have no answer (default: "
+                        f"{','.join(DEFAULT_UNANSWERABLE)})")
     p.set_defaults(func=run)
 
 
