@@ -79,10 +79,11 @@ def load_documents(
             reader.prepare(batch, progress=progress)
     ids = IdAllocator()
     documents: list[Document] = []
+    sources = frozenset(p.resolve() for p in files if kind_of(p) not in ("jsonl", "json"))
     for path in tqdm(files, desc="Reading papers", unit="file", disable=not progress or len(files) < 2):
         ids.last = None
         try:
-            documents.extend(_read_one(path, ids, options, readers, path in explicit))
+            documents.extend(_read_one(path, ids, options, readers, path in explicit, sources))
         except Exception as error:  # noqa: BLE001 - one broken file must not stop the other papers
             log.debug("unexpected failure reading %s", path, exc_info=True)
             doc_id = ids.last or ids.take(path.stem)  # the id this file had taken, not a renamed one
@@ -137,10 +138,12 @@ def _read_one(
     options: CleaningOptions,
     readers: dict[str, Backend],
     explicit: bool,
+    sources: frozenset[Path] = frozenset(),
 ) -> list[Document]:
+    """``sources``: the resolved paper files being read beside ``path`` (what a JSONL's records may come from)."""
     kind = kind_of(path)
     if kind == "jsonl":
-        return _from_jsonl(path, ids, explicit)
+        return _from_jsonl(path, ids, explicit, sources)
     if kind == "json":
         return _from_text_json(path, ids, explicit)
     doc_id = ids.take(path.stem)
@@ -186,7 +189,7 @@ def _failed(doc_id: str, path: Path, status: str, backend: str) -> Document:
     return Document(id=doc_id, text="", pages=[], source_path=str(path), meta={"backend": backend}, status=status)
 
 
-def _from_jsonl(path: Path, ids: IdAllocator, explicit: bool) -> list[Document]:
+def _from_jsonl(path: Path, ids: IdAllocator, explicit: bool, sources: frozenset[Path] = frozenset()) -> list[Document]:
     if not explicit and _rows_of_another_kind(path):  # a run's answers written into the papers folder, say
         log.info("skipping %s: its rows are not texts (an object with an 'id', as `mlpsych ingest` writes)", path.name)
         return []
@@ -196,10 +199,31 @@ def _from_jsonl(path: Path, ids: IdAllocator, explicit: bool) -> list[Document]:
         return [_failed(ids.take(path.stem), path, str(error), "jsonl")]
     if not documents:
         return [_failed(ids.take(path.stem), path, "empty file", "jsonl")]
+    if not explicit:
+        documents = _without_read_twice(path, documents, sources)
     for document in documents:
         document.id = ids.take(document.id, sanitize=False)
         document.meta.setdefault("backend", "jsonl")
     return documents
+
+
+def _without_read_twice(path: Path, documents: list[Document], sources: frozenset[Path]) -> list[Document]:
+    """A folder's JSONL without the papers whose files the folder also holds: `mlpsych ingest .` then `mlpsych run
+    .` read every paper twice, from its file and from texts.jsonl (the second copy as "paper-2"). The file wins:
+    it is what the researcher dropped in; the JSONL's text is read when the JSONL is named itself."""
+    def read_beside(document: Document) -> bool:
+        if not document.source_path:
+            return False
+        source = Path(document.source_path).expanduser()  # as ingest was given it: absolute, or relative to its cwd
+        bases = [Path("/")] if source.is_absolute() else [Path.cwd(), path.parent]
+        return any((base / source).resolve() in sources for base in bases)
+
+    twice = [d for d in documents if read_beside(d)]
+    if twice:
+        names = ", ".join(Path(d.source_path or "").name for d in twice[:5]) + (", ..." if len(twice) > 5 else "")
+        log.warning("%s: %d of its %d papers are also files in this folder (%s): read once, from their files; name "
+                    "%s alone to read the texts it holds", path.name, len(twice), len(documents), names, path.name)
+    return [d for d in documents if not read_beside(d)]
 
 
 def _rows_of_another_kind(path: Path) -> bool:

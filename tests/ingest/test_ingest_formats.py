@@ -66,6 +66,26 @@ def test_a_runs_answers_in_the_papers_folder_are_not_read_as_papers(tmp_path: Pa
                                          "bad JSONL line 2: expected an object with an 'id'"]
 
 
+def test_ingests_texts_jsonl_beside_the_papers_does_not_read_them_twice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """`mlpsych ingest .` then `mlpsych run .` read every paper twice: from its file and from texts.jsonl (as
+    "a-2"). The folder's files are read; a paper the JSONL holds from elsewhere is kept; named, the JSONL is read."""
+    (tmp_path / "a.txt").write_text("Text of paper a.")
+    (tmp_path / "b.txt").write_text("Text of paper b.")
+    monkeypatch.chdir(tmp_path)
+    assert run(ingest_args([Path(".")], Path("texts.jsonl"))) == 0  # source paths relative to the folder
+    with (tmp_path / "texts.jsonl").open("a", encoding="utf-8") as handle:  # and one paper from elsewhere
+        handle.write(json.dumps(Document("c", "Text of paper c.", source_path="/elsewhere/c.pdf").to_dict()) + "\n")
+    monkeypatch.chdir(tmp_path.parent)  # a run from another folder finds the same files
+    caplog.set_level("WARNING", logger="mlpsych.ingest")
+    documents = load_documents(tmp_path, progress=False)
+    assert [(d.id, Path(d.source_path or "").name) for d in documents] == [("a", "a.txt"), ("b", "b.txt"),
+                                                                           ("c", "c.pdf")]
+    assert documents[0].text == "Text of paper a."
+    assert "texts.jsonl: 2 of its 3 papers are also files in this folder (a.txt, b.txt)" in caplog.text
+    assert [d.id for d in load_documents(tmp_path / "texts.jsonl", progress=False)] == ["a", "b", "c"]
+
+
 def test_cli_jsonl_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     papers = tmp_path / "papers"
     papers.mkdir()
