@@ -108,6 +108,8 @@ def _page_lines(document: pdfium.PdfDocument, index: int, columns: bool) -> tupl
     two_column = False
     if columns and lines:
         lines, two_column = order_columns(lines)
+        if not two_column:
+            lines = side_block_first(lines)
     lines = _join_row_pieces(lines, width, height)  # after the column order, which was judged on the pieces
     _mark_paragraphs(lines)
     return lines, two_column
@@ -307,6 +309,40 @@ def order_columns(lines: list[Line]) -> tuple[list[Line], bool]:
             right_col.append(line)
     flush()
     return ordered, True
+
+
+def side_block_first(lines: list[Line]) -> list[Line]:
+    """A one-column page's side block (smaller text wholly beside the body: PLOS ONE's citation, licence,
+    data-availability and funding notes) read first, top-down, and the body after it from a new paragraph.
+
+    PDFium gives text in content order, which sets PLOS ONE's continued side block after the body's last line: the
+    sentence that runs on to the next page was cut by the licence and funding statements. The block is kept (a
+    data-availability or funding note can answer a question), only moved; lines without three letters (line
+    numbers, page numbers) are never a side block.
+    """
+    placed = [ln for ln in lines if None not in (ln.x0, ln.x1, ln.y, ln.size) and not ln.rotated and ln.text.strip()]
+    if len(placed) < 10:
+        return lines
+    sizes = sorted((ln.size, len(ln.text)) for ln in placed)  # type: ignore[type-var]
+    half, seen = sum(n for _, n in sizes) / 2, 0
+    body_size = next(size for size, n in sizes if (seen := seen + n) >= half)
+    body = sorted(placed, key=lambda ln: ln.x0)  # type: ignore[arg-type,return-value]
+    body = [ln for ln in body if abs(ln.size - body_size) < 0.5]  # type: ignore[operator]
+    left = body[len(body) // 10].x0  # the body's left and right edges, a few indented or ragged lines aside
+    right = sorted(ln.x1 for ln in body)[-1 - len(body) // 10]  # type: ignore[type-var]
+    side = [ln for ln in placed if ln.size < body_size - 0.5  # type: ignore[operator]
+            and (ln.x1 < left - _SIDE_GAP or ln.x0 > right + _SIDE_GAP)  # type: ignore[operator]
+            and sum(c.isalpha() for c in ln.text) >= 3]
+    if len(side) < 3 or sum(len(ln.text) for ln in side) > 0.5 * sum(len(ln.text) for ln in placed):
+        return lines
+    aside = {id(ln) for ln in side}
+    rest = [ln for ln in lines if id(ln) not in aside]
+    if rest:
+        rest[0] = replace(rest[0], para_break=True)
+    return top_down(side) + rest
+
+
+_SIDE_GAP = 0.01  # share of the page width between a side block and the body
 
 
 def top_down(lines: list[Line]) -> list[Line]:

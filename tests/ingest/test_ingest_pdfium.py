@@ -98,6 +98,53 @@ def test_columns_step_restores_reading_order(tmp_path: Path) -> None:
     assert naive.text.index(right[0]) < naive.text.index(left[-1])
 
 
+def _sidebar_pdf(path: Path) -> tuple[str, list[str]]:
+    """A one-column page with a journal's side block (PLOS ONE's licence, data and funding notes) in small type to
+    the left of the body, drawn after the body as PLOS ONE draws it; the body's last sentence runs on to page 2,
+    whose body is as wide as the page, as PLOS ONE's is from page 3 (so the block is not margin text)."""
+    from reportlab.lib.pagesizes import letter
+    from reportlab.pdfgen import canvas
+
+    body = [f"Line {k} of the body says that the horses waited in the box for a while." for k in range(36)]
+    body[-1] = "Another well-established physiological indicator of the arousal of a"
+    side = ["Data availability statement: All files are", "available from the online repository.",
+            "Funding: This work was funded by the", "Example Foundation for horse research.",
+            "Competing interests: The authors have", "declared that no competing interests exist."]
+    pdf = canvas.Canvas(str(path), pagesize=letter)
+    pdf.setFont("Helvetica", 10)
+    for k, line in enumerate(body):
+        pdf.drawString(220, 740 - 18 * k, line)
+    pdf.setFont("Helvetica", 7)
+    for k, line in enumerate(side):
+        pdf.drawString(40, 600 - 11 * k, line)
+    pdf.showPage()
+    pdf.setFont("Helvetica", 10)
+    pdf.drawString(40, 740, "situation is the heart rate in horses and other animals, as the studies show.")
+    for k in range(1, 30):
+        pdf.drawString(40, 740 - 18 * k, f"Line {k} of the second page goes on about the horses that waited in the "
+                                          "starting box.")
+    pdf.showPage()
+    pdf.save()
+    return "Another well-established physiological indicator of the arousal of a situation is the heart rate", side
+
+
+def test_a_side_block_is_read_before_the_body_not_inside_its_last_sentence(tmp_path: Path) -> None:
+    """PLOS ONE's side block came after the page's last body line in content order, so the sentence running on to
+    the next page read "... the arousal of a Data availability statement: ... exist. situation is the heart rate"."""
+    path = tmp_path / "sidebar.pdf"
+    sentence, side = _sidebar_pdf(path)
+    (document,) = load_documents(path, pdf_backend="pdfium", progress=False)
+    text = " ".join(document.text.split())
+    assert sentence in text
+    start = document.text.index("Another well-established")
+    assert "Funding" not in document.sentence_around(start, start + 10)
+    assert all(line in text for line in side)  # kept, as one block before the body of its page
+    assert text.index(side[-1]) < text.index("Line 0 of the body") and document.page_at(text.index(side[0])) == 1
+    (naive,) = load_documents(path, pdf_backend="pdfium", cleaning=CleaningOptions.disable("columns"),
+                              progress=False)
+    assert sentence not in " ".join(naive.text.split())  # pdfium's own order, as before
+
+
 def test_ligatures_in_pdf_come_back_as_letters(tmp_path: Path, typeface: str) -> None:
     from mlpsych.dev.synth import SynthPaper, render_pdf
 
