@@ -73,20 +73,39 @@ _ALIKE_CLASS = {char: "[" + re.escape(group) + "]" for group in _ALIKE for char 
 _QUOTES = _ALIKE[0] + _ALIKE[1]
 
 
+def _loose(needle: str) -> str:
+    """``needle`` as a regex for the same text in other spacing and forms of quotes and hyphens. A word ending in a
+    hyphen before the next is a word broken at a line's end as a PDF viewer copies it ("ma- chines"): it also matches
+    the word joined, as ingest joins it ("machines")."""
+    words = needle.split()
+    pattern = []
+    for i, word in enumerate(words):
+        broken = i + 1 < len(words) and len(word) > 1 and word[-1] in _ALIKE[2]
+        pattern.append("".join(_ALIKE_CLASS.get(c) or re.escape(c) for c in (word[:-1] if broken else word)))
+        if i + 1 < len(words):
+            pattern.append(_ALIKE_CLASS[word[-1]] + r"?\s*" if broken else r"\s+")
+    return "".join(pattern)
+
+
 def locate(needle: str, text: str, near: int | None = None) -> tuple[int, int] | None:
-    """Char range of ``needle`` in ``text``: an exact occurrence, else one differing only in case, spacing and the
-    form of quotes and hyphens, else the same without quotes the coder put around it; the one nearest to ``near``
-    when it occurs several times. None when it is not in the text."""
+    """Char range of ``needle`` in ``text``: an exact occurrence, else one differing only in case, spacing, the form
+    of quotes and hyphens and line-end hyphens (``_loose``), else the same with the characters ingest's unicode step
+    changes in a paper's text changed alike (a copy from the PDF keeps its "ﬁ" ligatures and soft hyphens), else the
+    same without quotes the coder put around it; the one nearest to ``near`` when it occurs several times. None when
+    it is not in the text."""
+    from mlpsych.ingest.clean import normalize_unicode
+
     needle = needle.strip()
     if not needle:
         return None
     found = [(m.start(), m.end()) for m in re.finditer(re.escape(needle), text)]
     if not found:
-        loose = r"\s+".join("".join(_ALIKE_CLASS.get(c) or re.escape(c) for c in word) for word in needle.split())
-        found = [(m.start(), m.end()) for m in re.finditer(loose, text, flags=re.IGNORECASE)]
+        found = [(m.start(), m.end()) for m in re.finditer(_loose(needle), text, flags=re.IGNORECASE)]
     if not found:
-        unquoted = needle.strip(_QUOTES)
-        return locate(unquoted, text, near) if unquoted != needle else None
+        for other in (normalize_unicode(needle).strip(), needle.strip(_QUOTES)):
+            if other != needle and (span := locate(other, text, near)) is not None:
+                return span
+        return None
     return min(found, key=lambda span: abs(span[0] - near)) if near is not None else found[0]
 
 

@@ -80,6 +80,27 @@ def test_least_sure_first_then_mark_correct_add_and_reopen(sheet_path: Path, doc
     assert {(s.text, s.how) for s in coding.spans if not s.correct} == {("students", "wrong")}
 
 
+def test_an_answer_pasted_from_the_pdf_is_added_where_the_paper_has_it(sheet_path: Path, documents):
+    """A coder copies a missed answer out of the PDF viewer: the copy keeps the PDF's "\ufb01" ligature, its soft
+    hyphens and a word broken at a line's end ("ma-" newline "chines"), which ingest had made "fi", nothing and
+    "machines" in the paper's text. Such an answer was refused as "not in the text" (a correction was saved as not
+    in the paper, and `mlpsych adapt` skipped it)."""
+    review = ReviewSheet(sheet_path, documents)
+    pasted = {"Models were \ufb01tted in R": "Models were fitted in R",
+              "Support vector ma-\nchines": "Support vector machines",
+              "base\u00adline": "baseline"}
+    for copy, printed in pasted.items():
+        row = review.add("A", "q1", copy)
+        start = TEXT.index(printed)
+        assert (review._get(row, "answer"), review._get(row, "start")) == (printed, start)
+        assert review.correct_to(row, copy)
+    coding = coding_from_sheets([sheet_path], documents)
+    assert {s.text for s in coding.spans if s.how == "corrected"} == set(pasted.values())
+    assert not coding.skipped
+    with pytest.raises(AppInputError, match="is not in the text of A"):
+        review.add("A", "q1", "vector ma-\nchine learning")  # a line-end hyphen joins words only where they are
+
+
 def test_a_second_coder_writes_own_columns_and_agree_compares_them(sheet_path: Path, documents):
     first = ReviewSheet(sheet_path, documents)
     for item in first.items("A"):
