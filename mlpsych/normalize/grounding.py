@@ -13,7 +13,8 @@ Users code studies from this output, so an LLM answer that cannot be pointed to 
 * an item with a parenthetical ("Support Vector Machine (SVM)", "R (version 4.1)") grounds as its name outside
   the parentheses, else the one inside.
 
-Short all-caps items (acronyms, "R") are only matched case-sensitively, so "R" does not ground on "r = .32".
+Short all-caps items (acronyms, "R") are only matched case-sensitively, so "R" does not ground on "r = .32". A
+number is found only whole: "0.23" does not ground on the paper's "−0.23", nor "scikit-learn 0.24" on "0.24.2".
 """
 
 from __future__ import annotations
@@ -108,9 +109,27 @@ def _search(core: str, text: str, flags: int = 0) -> tuple[int, int] | None:
     """
     for match in re.finditer(core, text, flags):
         start, end = match.span()
-        if end > start and not _is_alnum_at(text, start - 1) and not _is_alnum_at(text, end):
+        if end > start and not _is_alnum_at(text, start - 1) and not _is_alnum_at(text, end) \
+                and not _number_goes_on(text, start, end):
             return start, end
     return None
+
+
+_SIGNS = "-\u2212+\u00b1"  # hyphen-minus, minus sign, plus, plus-minus
+_NUMBER_MARKS = ".,"  # decimal point, thousands separator
+
+
+def _number_goes_on(text: str, start: int, end: int) -> bool:
+    """A match that starts or ends with a digit is part of a longer number: its sign ("0.23" in "β = −0.23", though
+    not a range's "2019" in "2015-2019"), its leading decimal point ("87" in ".87"), or more digits after a point or
+    comma ("0.24" in "0.24.2", "1" in "1,234"). Else an LLM item that dropped a sign or cut a version was grounded,
+    and shown as the paper's value."""
+    if text[start].isdigit() and start > 0:
+        before = text[start - 1]
+        if before in _NUMBER_MARKS or (before in _SIGNS and not _is_alnum_at(text, start - 2)):
+            return True
+    return (text[end - 1].isdigit() and end < len(text) and text[end] in _NUMBER_MARKS
+            and end + 1 < len(text) and text[end + 1].isdigit())
 
 
 @lru_cache(maxsize=16)

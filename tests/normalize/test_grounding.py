@@ -124,6 +124,18 @@ def test_word_boundaries() -> None:
     assert ground("C++", "Code was written in C++ and Python.").how == "verbatim"
 
 
+def test_a_number_is_not_grounded_on_part_of_a_longer_one() -> None:
+    """An LLM item that dropped the sign of "β = −0.23", cut "scikit-learn 0.24.2" short or read ".87" as "87" was
+    grounded on that part of the paper's number, and shown as a normalized answer the paper has."""
+    paper = ("The effect was \u03b2 = \u22120.23 (SE = .05), the slope -1.5, with N = 1,234 in 2015-2019; "
+             "we used scikit-learn 0.24.2, and alpha was .87.")
+    for item in ["0.23", "1.5", "05", "234", "1", "scikit-learn 0.24", "24.2", "87"]:
+        assert not ground(item, paper).grounded, item
+    for item in ["\u22120.23", "-1.5", "1,234", "2019", "2015", "scikit-learn 0.24.2", ".87", "alpha"]:
+        g = ground(item, paper)
+        assert g.how == "verbatim" and paper[g.start:g.end] == item
+
+
 @pytest.mark.parametrize("item", ["C++", "C#", "F#", "k-means++", "C++ (GCC)"])
 def test_a_name_with_symbols_is_not_its_bare_letters(item: str) -> None:
     """An LLM item the paper does not contain grounded on a stray letter, shown as normalized with that evidence."""
