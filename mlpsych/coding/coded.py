@@ -23,6 +23,7 @@ from typing import Any, Iterable, Sequence
 from mlpsych.answers import AnswerStage
 from mlpsych.documents import Document
 from mlpsych.errors import EvalInputError, PapersNotInTexts
+from mlpsych.normalize.grounding import ALIKE, alike_pattern
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +67,7 @@ class Coding:
                       list(self.skipped))
 
 
-# Characters that print alike: a coder's spreadsheet turns typed quotes into typographic ones (LibreOffice's
-# autocorrect), ingest turns the paper's into ASCII ones, and a PDF's hyphen or dash is typed as "-".
-_ALIKE = ('"\u201c\u201d\u201e\u2033', "'\u2018\u2019\u201a\u2032\u02bc", "-\u2010\u2011\u2012\u2013\u2212")
-_ALIKE_CLASS = {char: "[" + re.escape(group) + "]" for group in _ALIKE for char in group}
-_QUOTES = _ALIKE[0] + _ALIKE[1]
+_QUOTES = ALIKE[0] + ALIKE[1]
 
 
 def _loose(needle: str) -> str:
@@ -80,10 +77,10 @@ def _loose(needle: str) -> str:
     words = needle.split()
     pattern = []
     for i, word in enumerate(words):
-        broken = i + 1 < len(words) and len(word) > 1 and word[-1] in _ALIKE[2]
-        pattern.append("".join(_ALIKE_CLASS.get(c) or re.escape(c) for c in (word[:-1] if broken else word)))
+        broken = i + 1 < len(words) and len(word) > 1 and word[-1] in ALIKE[2]
+        pattern.append(alike_pattern(word[:-1] if broken else word))
         if i + 1 < len(words):
-            pattern.append(_ALIKE_CLASS[word[-1]] + r"?\s*" if broken else r"\s+")
+            pattern.append(f"{alike_pattern(word[-1])}?\\s*" if broken else r"\s+")
     return "".join(pattern)
 
 

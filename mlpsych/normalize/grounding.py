@@ -5,7 +5,8 @@ Users code studies from this output, so an LLM answer that cannot be pointed to 
 
 * ``verbatim`` / ``case-insensitive``;
 * ``variant``: the same words with hyphen / space / no separator between them, or singular / plural
-  ("support vector machine" in "support-vector machines");
+  ("support vector machine" in "support-vector machines"); or the item with other quotes, hyphens or minus signs
+  ("β = -0.23" for the paper's "β = −0.23", "Ward's method" for "Ward’s method");
 * ``abbreviation``: the item is an abbreviation whose long form the paper defines
   ("support vector machines (SVM)"; "XGB" for "extreme gradient boosting (XGB)");
 * ``long-form``: the item is a long form whose abbreviation is in the paper ("natural language processing"
@@ -24,6 +25,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 _SEPARATORS = r"[\s\-\u2010\u2011\u2012\u2013/_]*"
+# Characters that print alike: double quotes, single quotes and apostrophes, hyphens, dashes and the minus sign. An
+# LLM writes "-0.23" for the paper's "β = −0.23" and "'" for its "’", a coder's spreadsheet turns typed quotes into
+# typographic ones (LibreOffice's autocorrect), ingest turns the paper's into ASCII ones.
+ALIKE = ('"\u201c\u201d\u201e\u2033', "'\u2018\u2019\u201a\u2032\u02bc", "-\u2010\u2011\u2012\u2013\u2212")
+_ALIKE_CLASS = {char: "[" + re.escape(group) + "]" for group in ALIKE for char in group}
 # Symbols that are part of a name: "C++" and "C#" are not the letter "C" of "Appendix C" or "37 °C".
 _NAME_SYMBOLS = re.compile(r"[+#]")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -143,11 +149,18 @@ def _is_alnum_at(text: str, index: int) -> bool:
     return 0 <= index < len(text) and text[index].isalnum()
 
 
+def alike_pattern(text: str) -> str:
+    """``text`` as a regex that also matches it written with other quotes, hyphens or minus signs (``ALIKE``)."""
+    return "".join(_ALIKE_CLASS.get(c) or re.escape(c) for c in text)
+
+
 def _patterns(item: str, strict: bool) -> list[tuple[str, str, bool]]:
     """(how, regex, case-insensitive?) in the order tried; case-insensitive regexes are written in lowercase."""
     patterns = [("verbatim", re.escape(item), False)]
+    if alike_pattern(item) != re.escape(item):
+        patterns.append(("variant", alike_pattern(item), False))
     if not strict:
-        patterns.append(("case-insensitive", re.escape(item.lower()), True))
+        patterns.append(("case-insensitive", alike_pattern(item.lower()), True))
     variant = _variant_pattern(item if strict else item.lower(), strict)
     if variant:
         patterns.append(("variant", variant, not strict))

@@ -136,6 +136,18 @@ def test_a_number_is_not_grounded_on_part_of_a_longer_one() -> None:
         assert g.how == "verbatim" and paper[g.start:g.end] == item
 
 
+def test_an_item_with_other_quotes_or_a_hyphen_for_the_minus_sign_is_grounded() -> None:
+    """The LLM writes "-0.23" for the paper's "\u03b2 = \u22120.23" (U+2212) and "'" for its "\u2019": such an item
+    was ungrounded, kept apart from the answers, though the paper prints it."""
+    paper = "The effect was \u03b2 = \u22120.23 by Ward\u2019s method with k\u2010means; the \u201celbow\u201d rule."
+    for item, printed in [("-0.23", "\u22120.23"), ("\u03b2 = -0.23", "\u03b2 = \u22120.23"),
+                          ("Ward's method", "Ward\u2019s method"), ("k-means", "k\u2010means"),
+                          ('the "elbow" rule', "the \u201celbow\u201d rule"), ("ward's Method", "Ward\u2019s method")]:
+        g = ground(item, paper)
+        assert g.grounded and paper[g.start:g.end] == printed, item
+    assert not ground("-0.24", paper).grounded and not ground("Ward's methods used", paper).grounded
+
+
 @pytest.mark.parametrize("item", ["C++", "C#", "F#", "k-means++", "C++ (GCC)"])
 def test_a_name_with_symbols_is_not_its_bare_letters(item: str) -> None:
     """An LLM item the paper does not contain grounded on a stray letter, shown as normalized with that evidence."""
