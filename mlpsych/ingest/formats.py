@@ -190,6 +190,20 @@ def describe_bytes(head: bytes) -> str:
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
+def _utf16_without_bom(head: bytes) -> str | None:
+    """``"utf-16-le"``/``"utf-16-be"`` for a head whose every other byte is NUL (Latin-script text in UTF-16 saved
+    without a BOM, as R's ``fileEncoding = "UTF-16LE"`` and .NET write it), else None: such a paper was refused
+    as "binary content"."""
+    half = len(head) // 2
+    if half < 8:
+        return None
+    pairs = [(head[2 * k], head[2 * k + 1]) for k in range(half)]
+    for encoding, zero, other in (("utf-16-le", 1, 0), ("utf-16-be", 0, 1)):
+        if sum(p[zero] == 0 for p in pairs) >= 0.9 * half and not any(p[other] == 0 and p[zero] == 0 for p in pairs):
+            return encoding
+    return None
+
+
 def _looks_binary(head: bytes) -> bool:
     """NUL bytes in a head that is not UTF-8 or UTF-16 text, or a head of many NULs: not a paper. A stray NUL in
     real text (a broken export) is left for :mod:`mlpsych.ingest.textnorm` to remove."""
@@ -225,10 +239,11 @@ def read_text_file(path: Path) -> tuple[str, list[str]]:
         raise IngestError(f"cannot read file: {error.strerror or error}") from None
     if not data.strip():
         raise IngestError("empty file")
-    if _looks_binary(data[:4096]):
+    bomless = _utf16_without_bom(data[:4096]) if not data.startswith(_UTF16_BOMS) else None
+    if bomless is None and _looks_binary(data[:4096]):
         raise IngestError(f"not a text file (it is {describe_bytes(data[:64])})")
-    for encoding in ("utf-8-sig", "utf-16"):
-        if encoding == "utf-16" and not data.startswith(_UTF16_BOMS):
+    for encoding in (bomless, "utf-8-sig", "utf-16"):
+        if encoding is None or (encoding == "utf-16" and not data.startswith(_UTF16_BOMS)):
             continue
         try:
             return data.decode(encoding, "surrogatepass"), []

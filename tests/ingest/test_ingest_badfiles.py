@@ -121,6 +121,17 @@ def test_non_utf8_text_is_decoded_and_reported(zoo_docs) -> None:
     assert "not valid UTF-8" in document.meta["warnings"][0]
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-8-sig"])
+def test_a_text_file_in_utf16_with_or_without_a_bom_is_read(tmp_path: Path, encoding: str) -> None:
+    """R's ``fileEncoding = "UTF-16LE"`` and .NET save UTF-16 without a BOM: it was refused as binary content."""
+    text = "Über die Studie. " + GOOD_TEXT + " Wir verwendeten 500 Bäume."
+    path = tmp_path / "paper.txt"
+    path.write_bytes(text.encode(encoding))
+    (document,) = load_documents(path, progress=False)
+    assert document.ok, document.status
+    assert document.text == text and "warnings" not in document.meta
+
+
 def test_missing_and_empty_folders_raise_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file or folder"):
         load_documents(tmp_path / "nope", progress=False)
