@@ -7,10 +7,12 @@ import io
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from mlpsych.answers import Answer, AnswerStage
+from mlpsych.documents import Document
 from mlpsych.errors import OutputError
 from mlpsych.models import DEMO_NOTE
 from mlpsych.pipeline import RunResult, isolated
@@ -28,7 +30,7 @@ SEPARATOR = "; "
 def answer_rows(result: RunResult, *, final_only: bool = False) -> list[dict]:
     """One dict per answer, in paper then question order, the surest first (confidence, then the reader's score);
     ``models`` is a list (joined by '+' in sheets)."""
-    sources = {d.id: d.source_path or "" for d in result.documents}
+    sources = source_files(result.documents)
     order = {d.id: i for i, d in enumerate(result.documents)}
     q_order = {q.id: i for i, q in enumerate(result.questions.in_run_order())}
     q_text = {q.id: q.text for q in result.questions.questions}
@@ -41,8 +43,27 @@ def answer_rows(result: RunResult, *, final_only: bool = False) -> list[dict]:
         question = q_text.get(a.question_id, "")
         if a.bridge_entity:
             question = result.questions.get(a.question_id).sub_question(a.bridge_entity)
-        rows.append(_answer_row(a, question, Path(sources.get(a.doc_id, "")).name))
+        rows.append(_answer_row(a, question, sources.get(a.doc_id, "")))
     return rows
+
+
+def source_files(documents: Iterable[Document]) -> dict[str, str]:
+    """``{paper id: file}`` as the sheets show it: the file's name, or, where files of different folders share a
+    name (``a/paper.pdf``, ``b/paper.pdf``), as many of its folders as tell them apart: both rows said
+    ``paper.pdf``, and nothing showed which file was ``paper`` and which ``paper-2``."""
+    paths = {d.id: PurePath(d.source_path or "") for d in documents}
+    depth = dict.fromkeys(paths, 1)
+    while True:
+        labels = {i: str(PurePath(*p.parts[-depth[i]:])) if p.parts else "" for i, p in paths.items()}
+        groups: dict[str, list[str]] = defaultdict(list)
+        for i, label in labels.items():
+            groups[label].append(i)
+        clashing = [i for group in groups.values() if len({paths[j] for j in group}) > 1
+                    for i in group if depth[i] < len(paths[i].parts)]
+        if not clashing:
+            return labels
+        for i in clashing:
+            depth[i] += 1
 
 
 def shown(text: str) -> str:
@@ -93,8 +114,9 @@ def paper_rows(result: RunResult) -> list[dict]:
         if a.final:
             finals[(a.doc_id, a.question_id)].append(a)
     rows = []
+    sources = source_files(result.documents)
     for doc in result.documents:
-        row = {"paper_id": doc.id, "source_file": Path(doc.source_path or "").name,
+        row = {"paper_id": doc.id, "source_file": sources[doc.id],
                "status": "; ".join(result.errors.get(doc.id, [])) or "ok"}
         for q in result.questions.in_run_order():
             answers = sorted(finals.get((doc.id, q.id), []), key=lambda a: -a.score)

@@ -120,6 +120,31 @@ def test_xlsx_sheets_layout_and_coder_columns(tmp_path: Path):
     assert status == {"paper-a": "ok", "paper-b": "ok", "paper-c": "reading failed with m1: boom"}
 
 
+def test_files_of_one_name_in_two_folders_are_told_apart_in_every_sheet(tmp_path: Path):
+    """`mlpsych ingest a b` of a/paper.txt and b/paper.txt: both rows said source_file "paper.txt", and nothing
+    showed which was "paper" and which "paper-2"."""
+    from mlpsych.ingest import load_documents
+
+    for folder, text in (("a", TEXT_A), ("b", TEXT_B)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "paper.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "b" / "other.txt").write_text(TEXT_C, encoding="utf-8")
+    documents = load_documents([tmp_path / "a", tmp_path / "b"], progress=False)
+    by_id = {d.id: d for d in documents}
+    answers = [_answer(by_id["paper"], "q1", "random forests"), _answer(by_id["paper-2"], "q1", "burnout")]
+    result = RunResult(documents=documents, questions=QUESTIONS, answers=answers)
+    book = load_workbook(write_result(result, tmp_path / "out.xlsx"))
+    expected = {"paper": str(Path("a", "paper.txt")), "paper-2": str(Path("b", "paper.txt")), "other": "other.txt"}
+    for sheet, column in (("papers", "source_file"), ("answers", "source_file")):
+        rows = list(book[sheet].iter_rows(values_only=True))
+        shown = {row[0]: row[rows[0].index(column)] for row in rows[1:]}
+        assert shown == (expected if sheet == "papers" else {k: expected[k] for k in ("paper", "paper-2")}), sheet
+    from mlpsych.app.results import status_table  # the app's papers table shows the same
+
+    table = status_table(result)
+    assert dict(zip(table["paper"], table["source_file"])) == expected
+
+
 def test_agree_reads_the_coder_columns_back(tmp_path: Path):
     """The coder columns written empty are what `mlpsych agree` reads once a researcher fills them."""
     from mlpsych.evaluation import agree

@@ -121,11 +121,14 @@ def status_table(result: RunResult) -> pd.DataFrame:
     """One row per paper: its file, pages, number of answers and ``ok`` or what went wrong."""
     import pandas as pd
 
+    from mlpsych.export import source_files
+
     counts: dict[str, int] = defaultdict(int)
     for a in result.answers:
         if a.final:
             counts[a.doc_id] += 1
-    rows = [{"paper": d.id, "source_file": Path(d.source_path or "").name, "pages": len(d.pages) or None,
+    sources = source_files(result.documents)
+    rows = [{"paper": d.id, "source_file": sources[d.id], "pages": len(d.pages) or None,
              "answers": counts[d.id], "status": "; ".join(result.errors.get(d.id, [])) or "ok"}
             for d in result.documents]
     table = pd.DataFrame(rows, columns=["paper", "source_file", "pages", "answers", "status"])

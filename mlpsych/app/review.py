@@ -22,7 +22,7 @@ from typing import Any
 from mlpsych.coding.coded import CODER_STAGE, locate
 from mlpsych.documents import Document
 from mlpsych.errors import AppInputError, UserError
-from mlpsych.export import mark_choices
+from mlpsych.export import mark_choices, source_files
 
 SHEET = "answers"
 MARKS = {True: "yes", False: "no", None: None}
@@ -199,7 +199,8 @@ class ReviewSheet:
         question = self.questions().get(question_id, "")
         entities = self.entities(paper_id, question_id)
         bridge_entity = ((bridge_entity or "").strip() or _nearest(entities, doc.text, start)) if entities else None
-        values = {"paper_id": paper_id, "source_file": Path(doc.source_path or "").name, "question_id": question_id,
+        values = {"paper_id": paper_id, "source_file": source_files(self.documents.values())[paper_id],
+                  "question_id": question_id,
                   "question": question, "answer": doc.text[start:end], "stage": CODER_STAGE, "models": "",
                   "ensemble": False, "final": True, "start": start, "end": end, "page": doc.page_at(start),
                   "evidence": doc.sentence_around(start, end), "bridge_entity": bridge_entity,
