@@ -123,13 +123,21 @@ class IdAllocator:
 # ----------------------------------------------------------------------------------------------------------- sniffing
 
 
+def unreadable(path: Path, error: OSError) -> IngestError:
+    """The status of a file that cannot be opened. A link whose target is gone (a linked folder moved) is listed
+    in its folder like a paper, so "No such file or directory" alone read as nonsense: say it is such a link."""
+    if path.is_symlink() and not path.exists():
+        return IngestError(f"a link to a file that is not there ({os.readlink(path)}): copy the paper into the folder, or mend the link")
+    return IngestError(f"cannot read file: {error.strerror or error}")
+
+
 def read_head(path: Path, size: int = 1024) -> bytes:
     """First bytes of a file; IngestError for an unreadable or empty one."""
     try:
         with path.open("rb") as handle:
             head = handle.read(size)
     except OSError as error:
-        raise IngestError(f"cannot read file: {error.strerror or error}") from None
+        raise unreadable(path, error) from None
     if not head:
         raise IngestError("empty file")
     return head
@@ -149,7 +157,7 @@ def check_pdf_end(path: Path) -> None:
             handle.seek(max(0, path.stat().st_size - 64 * PDF_TAIL))
             tail = handle.read().rstrip(PADDING)[-PDF_TAIL:]
     except OSError as error:
-        raise IngestError(f"cannot read file: {error.strerror or error}") from None
+        raise unreadable(path, error) from None
     if b"%%EOF" not in tail and b"startxref" not in tail:
         raise IngestError(TRUNCATED_PDF)
 
@@ -236,7 +244,7 @@ def read_text_file(path: Path) -> tuple[str, list[str]]:
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise IngestError(f"cannot read file: {error.strerror or error}") from None
+        raise unreadable(path, error) from None
     if not data.strip():
         raise IngestError("empty file")
     bomless = _utf16_without_bom(data[:4096]) if not data.startswith(_UTF16_BOMS) else None
@@ -259,7 +267,7 @@ def read_jsonl(path: Path) -> Iterable[Document]:
     try:
         handle = path.open("rb")
     except OSError as error:
-        raise IngestError(f"cannot read file: {error.strerror or error}") from None
+        raise unreadable(path, error) from None
     with handle:
         for number, raw in enumerate(handle, 1):
             if not raw.strip():

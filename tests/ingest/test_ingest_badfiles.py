@@ -132,6 +132,20 @@ def test_a_text_file_in_utf16_with_or_without_a_bom_is_read(tmp_path: Path, enco
     assert document.text == text and "warnings" not in document.meta
 
 
+def test_a_link_whose_paper_is_gone_is_said_to_be_one(tmp_path: Path) -> None:
+    """A link left behind when a linked folder moved is listed like a paper: its status said only "cannot read file:
+    No such file or directory", of a file the researcher sees in the folder."""
+    (tmp_path / "good.txt").write_text(GOOD_TEXT, encoding="utf-8")
+    (tmp_path / "linked.pdf").symlink_to(tmp_path / "moved" / "paper.pdf")
+    (tmp_path / "linked.txt").symlink_to(tmp_path / "moved" / "paper.txt")
+    docs = {d.id: d for d in load_documents(tmp_path, pdf_backend="pdfium", progress=False)}
+    assert docs["good"].ok
+    for doc_id, target in (("linked", "paper.pdf"), ("linked-2", "paper.txt")):
+        status = docs[doc_id].status
+        assert status.startswith("a link to a file that is not there (") and target in status, status
+        assert "copy the paper into the folder" in status
+
+
 def test_missing_and_empty_folders_raise_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file or folder"):
         load_documents(tmp_path / "nope", progress=False)
