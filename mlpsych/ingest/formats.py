@@ -182,8 +182,9 @@ def describe_bytes(head: bytes) -> str:
     for magic, words in signatures:
         if head.startswith(magic):
             return words
-    stripped = head.lstrip().lower()
-    if stripped.startswith((b"<!doctype html", b"<html")):
+    stripped = head.removeprefix(b"\xef\xbb\xbf").lstrip().lower()
+    # a page saved by a browser or fetched from a DOI may open with a BOM, an XML prolog or a comment before <html>
+    if stripped.startswith((b"<!doctype html", b"<html")) or (stripped.startswith(b"<") and b"<html" in stripped):
         return "HTML: a web page saved with a .pdf name?"
     # the bytes themselves are never shown: they mean nothing to a reader and may be anything
     text = head.decode("utf-8", errors="replace").rstrip("\ufffd")  # (a character cut at the end is fine)

@@ -146,6 +146,21 @@ def test_a_link_whose_paper_is_gone_is_said_to_be_one(tmp_path: Path) -> None:
         assert "copy the paper into the folder" in status
 
 
+@pytest.mark.parametrize("page", [
+    b"<!DOCTYPE html>\n<html><head><title>Access denied</title></head><body>Sign in</body></html>",
+    b"\xef\xbb\xbf<!DOCTYPE html><html><body>Sign in</body></html>",
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Strict//EN">\n'
+    b'<html xmlns="http://www.w3.org/1999/xhtml"><body>Sign in</body></html>',
+    b"\n<!-- saved from url=(0042)https://doi.org/10.1000/xyz -->\n<html><body>Purchase this article</body></html>",
+])
+def test_a_journals_web_page_saved_as_pdf_is_said_to_be_one(tmp_path: Path, page: bytes) -> None:
+    """A paywall page saved under the paper's name: one with an XML prolog, a BOM or a comment first was called
+    "plain text: a text file saved with a .pdf name?"."""
+    (tmp_path / "smith2020.pdf").write_bytes(page)
+    (document,) = load_documents(tmp_path / "smith2020.pdf", pdf_backend="pdfium", progress=False)
+    assert document.status == "not a PDF (it is HTML: a web page saved with a .pdf name?)"
+
+
 def test_missing_and_empty_folders_raise_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file or folder"):
         load_documents(tmp_path / "nope", progress=False)
