@@ -127,7 +127,8 @@ def unreadable(path: Path, error: OSError) -> IngestError:
     """The status of a file that cannot be opened. A link whose target is gone (a linked folder moved) is listed
     in its folder like a paper, so "No such file or directory" alone read as nonsense: say it is such a link."""
     if path.is_symlink() and not path.exists():
-        return IngestError(f"a link to a file that is not there ({os.readlink(path)}): copy the paper into the folder, or mend the link")
+        return IngestError(f"a link to a file that is not there ({os.readlink(path)}): copy the paper into the "
+                           "folder, or mend the link")
     return IngestError(f"cannot read file: {error.strerror or error}")
 
 
