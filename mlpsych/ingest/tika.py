@@ -213,12 +213,15 @@ def _first(value: Any) -> Any:
     return value[0] if isinstance(value, list) and value else value
 
 
+ENCRYPTED_FILE = "encrypted file: password required (save a copy without the password)"
+
+
 def _exception_status(exception: str, is_pdf: bool) -> str:
     """A paper's status from Tika's exception, worded as pdfium's for the same fault: a coder filtering the papers
     sheet by status finds the corrupt PDFs whichever backend read them."""
     first = exception.strip().splitlines()[0] if exception.strip() else "unknown error"
     if "EncryptedDocumentException" in first or "password" in first.lower():
-        return ENCRYPTED
+        return ENCRYPTED if is_pdf else ENCRYPTED_FILE
     if "ZeroByteFileException" in first:
         return "empty file"
     name = first.split(":", 1)[0].rsplit(".", 1)[-1]

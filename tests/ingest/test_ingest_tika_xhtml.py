@@ -55,9 +55,12 @@ def test_non_paged_formats_are_one_page() -> None:
 
 
 def test_tika_exceptions_and_empty_pdfs_become_statuses() -> None:
-    encrypted = _extraction_from("", {"X-TIKA:EXCEPTION:container_exception":
-                                      "org.apache.tika.exception.EncryptedDocumentException: bad\n\tat x"})
+    locked = "org.apache.tika.exception.EncryptedDocumentException: bad\n\tat x"
+    encrypted = _extraction_from("", {"X-TIKA:EXCEPTION:container_exception": locked, "Content-Type": "application/pdf"})
     assert isinstance(encrypted, IngestError) and str(encrypted) == "encrypted PDF: password required"
+    docx = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"  # a locked Word file: not a PDF
+    word = _extraction_from("", {"X-TIKA:EXCEPTION:container_exception": locked, "Content-Type": docx})
+    assert str(word) == "encrypted file: password required (save a copy without the password)"
     other = _extraction_from("", {"X-TIKA:EXCEPTION:container_exception": "org.apache.tika.exception.TikaException: x"})
     assert str(other) == "Tika could not parse the file (TikaException)"
     corrupt = _extraction_from("", {"X-TIKA:EXCEPTION:container_exception": "java.io.IOException: trailer\n\tat x",
