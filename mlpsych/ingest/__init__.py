@@ -11,8 +11,10 @@ removed, and under ``textnorm`` what the always-on normalization of :mod:`mlpsyc
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -73,8 +75,10 @@ def load_documents(
         files = _without_output(files, exclude, explicit)
     options = cleaning or CleaningOptions()
     readers = _readers(resolve_backend(pdf_backend))
+    copies = _copies(files)
     for reader in {id(r): r for r in readers.values()}.values():
-        batch = [p for p in files if readers.get(kind_of(p) or "") is reader and _precheck(p) is None]
+        batch = [p for p in files if readers.get(kind_of(p) or "") is reader and p not in copies
+                 and _precheck(p) is None]
         if batch:
             reader.prepare(batch, progress=progress)
     ids = IdAllocator()
@@ -82,6 +86,10 @@ def load_documents(
     sources = frozenset(p.resolve() for p in files if kind_of(p) not in ("jsonl", "json"))
     for path in tqdm(files, desc="Reading papers", unit="file", disable=not progress or len(files) < 2):
         ids.last = None
+        if path in copies:
+            documents.append(_failed(ids.take(path.stem), path, f"a copy of {copies[path].name} (the same file, byte "
+                                     "for byte): read once, as that paper; remove one of the two", kind_of(path) or "?"))
+            continue
         try:
             documents.extend(_read_one(path, ids, options, readers, path in explicit, sources))
         except Exception as error:  # noqa: BLE001 - one broken file must not stop the other papers
@@ -95,6 +103,33 @@ def load_documents(
     for document in bad:
         log.warning("%s: %s", document.source_path or document.id, document.status)
     return documents
+
+
+def _copies(files: list[Path]) -> dict[Path, Path]:
+    """Papers that are byte for byte an earlier file of the list, each with that file: "paper (1).pdf", downloaded
+    twice, or a link to a paper of the same folder, was read as a second paper and counted twice in the
+    frequencies. Only files of one size are hashed; corpora (.jsonl, text.json) and empty files are never copies."""
+    by_size: dict[int, list[Path]] = defaultdict(list)
+    for path in files:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue  # reported when it is read
+        if size and kind_of(path) not in ("jsonl", "json"):
+            by_size[size].append(path)
+    copies: dict[Path, Path] = {}
+    for group in (g for g in by_size.values() if len(g) > 1):
+        first: dict[str, Path] = {}  # the paper of each content: a file before a link, "paper" before "paper (1)"
+        for path in sorted(group, key=lambda p: (p.is_symlink(), len(p.name), p.name)):
+            try:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                continue
+            if digest in first:
+                copies[path] = first[digest]
+            else:
+                first[digest] = path
+    return copies
 
 
 def _readers(pdf_backend: str) -> dict[str, Backend]:

@@ -145,3 +145,20 @@ def test_a_text_file_gets_pages_only_from_its_form_feeds(tmp_path: Path) -> None
     assert paged.page_at(paged.text.index("SPSS")) == 3 == paged.meta["n_pages"]
     again = load_documents(tmp_path / "plain.txt", progress=False)[0]
     assert Document.from_dict(again.to_dict()).page_at(0) is None  # and so after `mlpsych ingest` too
+
+
+def test_a_paper_downloaded_twice_is_read_once(tmp_path: Path) -> None:
+    """"paper (1).pdf" beside "paper.pdf", or a link to a paper of the folder, was read as a second paper and counted
+    twice in the frequencies. Files that are only alike (another format, one byte more) and empty files stay papers."""
+    (tmp_path / "a.txt").write_text("We used random forests to predict dropout.")
+    (tmp_path / "a (1).txt").write_text("We used random forests to predict dropout.")
+    (tmp_path / "b.txt").write_text("We used random forests to predict dropout!")
+    (tmp_path / "c.txt").symlink_to(tmp_path / "b.txt")
+    (tmp_path / "d.txt").write_text("")
+    (tmp_path / "e.txt").write_text("")
+    documents = {d.id: d for d in load_documents(tmp_path, progress=False)}
+    assert documents["a_1"].status == ("a copy of a.txt (the same file, byte for byte): read once, as that paper; "
+                                       "remove one of the two") and not documents["a_1"].text
+    assert documents["c"].status.startswith("a copy of b.txt")
+    assert documents["a"].ok and documents["b"].ok
+    assert documents["d"].status == documents["e"].status == "empty file"
