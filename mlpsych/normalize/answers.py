@@ -143,8 +143,9 @@ def _union(lists: list[tuple[str, list[str]]]) -> list[_Item]:
 
 
 def item_key(text: str) -> str:
-    """Items that are the same entity written differently share a key ("k-NN"/"k NN", "SVMs"/"SVM")."""
-    words = [w.casefold() for w in re.findall(r"[^\W_]+", text)]
+    """Items that are the same entity written differently share a key ("k-NN"/"k NN", "SVMs"/"SVM"); a sign that
+    ends a name is part of it: "C++", "C#" and "C" are three languages (all were "c", and two were lost)."""
+    words = [w.casefold() for w in re.findall(r"[^\W_]+[+#]*", text)]
     if words and len(words[-1]) > 3 and words[-1].endswith("s") and not words[-1].endswith("ss"):
         words[-1] = words[-1][:-1]
     return " ".join(words) or text.casefold()

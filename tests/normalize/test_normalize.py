@@ -13,7 +13,7 @@ from mlpsych.dev.tiny import build_tiny_models, corpus
 from mlpsych.documents import Document
 from mlpsych.errors import NormalizerUnavailable
 from mlpsych.models import load_failure_reason
-from mlpsych.normalize.answers import NormalizeAudit, build_prompt, choose_model, item_key
+from mlpsych.normalize.answers import NormalizeAudit, build_prompt, choose_model, combine_results, item_key
 from mlpsych.normalize.grounding import ground
 from mlpsych.normalize.llm import HOW_TO_ENABLE, Normalizer, NormalizeResult
 from mlpsych.questions import NormalizeSpec, QuestionTemplate
@@ -406,3 +406,16 @@ def test_reference_input_is_the_released_prompt_with_the_answers_joined() -> Non
     assert joined.endswith("Do not explain or add anything else. Sentence: LASSO, SVM, random forest")
     assert "{answers}" not in joined and "Snippets" not in joined
     assert prompts_for(q1, {"m": answers})["m"].endswith("Snippets:\nrandom forest\nSVM\nLASSO\n")  # our own
+
+
+def test_languages_told_apart_by_a_sign_stay_two_items() -> None:
+    """Model a's LLM listing "C++" and model b's "C#" (or "C") gave one item: the other language was lost."""
+    doc = Document(id="p2", text="The task ran in C# (Unity); the models were written in C++ and C.")
+    software = Q1.model_copy(update={"id": "q2", "text": "What software was used?"})
+    answers_by_model = {m: [Answer(doc_id="p2", question_id="q2", text=doc.text, stage="extractive", models=[m],
+                                   score=0.5, start=0, end=len(doc.text))] for m in ("deberta", "albert")}
+    results = {"deberta": NormalizeResult(["C++", "C"], '["C++", "C"]'), "albert": NormalizeResult(["C#"], '["C#"]')}
+    answers, _ = combine_results(doc, software, answers_by_model, results)
+    assert sorted((a.text, a.stage) for a in answers) == [("C", "normalized"), ("C#", "normalized"),
+                                                          ("C++", "normalized")]
+    assert item_key("Notepad++") != item_key("Notepad") and item_key("k-NN") == item_key("k NN")
