@@ -15,6 +15,7 @@ from mlpsych.answers import Answer, AnswerStage
 from mlpsych.documents import Document
 from mlpsych.errors import OutputError
 from mlpsych.models import DEMO_NOTE
+from mlpsych.normalize.answers import item_key
 from mlpsych.pipeline import RunResult, isolated
 
 log = logging.getLogger(__name__)
@@ -132,25 +133,29 @@ def paper_rows(result: RunResult) -> list[dict]:
 FREQUENCY_COLUMNS = ["question_id", "question", "answer", "n_papers", "papers", "n_mentions"]
 
 
-def _answer_key(text: str) -> str:
-    """Answers that differ only in case or spacing count as one ("Random forests" = "random  forests")."""
-    return shown(text).casefold()
+def _answer_key(text: str, kind: str) -> str:
+    """Answers that count as one: an entity written differently (the key the LLM's items of one paper are told
+    apart by: case, hyphens, a plural); other answers differing only in case or spacing, their signs kept
+    ("β = −0.23" is not "β = 0.23")."""
+    return item_key(text) if kind == "entity" else shown(text).casefold()
 
 
 def frequency_rows(result: RunResult) -> list[dict]:
     """Each distinct final answer per question with the papers mentioning it (the paper's "exploded" view).
 
-    Final answers are the normalized ones where the LLM stage ran, else the extractive ones. The shown text is
-    the most frequent spelling; papers are listed in corpus order. Rows: question order, then most papers first.
+    Final answers are the normalized ones where the LLM stage ran, else the extractive ones. An entity written
+    differently is one answer ("random forests", "Random forest"). The shown text is the most frequent spelling; papers are listed in corpus order. Rows: question order, then most papers first.
     """
     doc_order = {d.id: i for i, d in enumerate(result.documents)}
     q_order = {q.id: i for i, q in enumerate(result.questions.in_run_order())}
     q_text = {q.id: q.text for q in result.questions.questions}
+    kinds = {q.id: q.kind for q in result.questions.questions}
     groups: dict[tuple[str, str], dict] = {}
     for a in result.answers:
         if not a.final or not a.text.strip():
             continue
-        group = groups.setdefault((a.question_id, _answer_key(a.text)), {"spellings": {}, "papers": set(), "n": 0})
+        key = _answer_key(a.text, kinds.get(a.question_id, ""))
+        group = groups.setdefault((a.question_id, key), {"spellings": {}, "papers": set(), "n": 0})
         group["spellings"][shown(a.text)] = group["spellings"].get(shown(a.text), 0) + 1
         group["papers"].add(a.doc_id)
         group["n"] += 1

@@ -226,3 +226,22 @@ def test_a_cell_over_excels_limit_is_cut_visibly(tmp_path):
     assert note.endswith("more characters cut at Excel's cell limit]")
     full = "; ".join(d.id for d in docs)
     assert full.startswith(kept) and len(kept) + int(note.split()[0].replace(",", "")) == len(full)
+
+
+def test_an_answer_written_in_the_singular_in_one_paper_and_plural_in_another_is_one_frequency_row():
+    """The LLM named "random forests" in one paper and "Random forest" in another: the frequencies sheet had a row of
+    1 paper for each, so the technique's count was split (the LLM's items of one paper are told apart this way)."""
+    a = Document(id="paper-a", text=TEXT_A)
+    b = Document(id="paper-b", text="Random forest models in R. We used C++ and C#.")
+    answers = [_answer(a, "q1", "random forests"), _answer(b, "q1", "Random forest"),
+               _answer(b, "q2", "C++"), _answer(b, "q2", "C#")]
+    c = Document(id="paper-c", text="Burnout predicted turnover (β = −0.23).")
+    d = Document(id="paper-d", text="Engagement predicted turnover (β = 0.23).")
+    answers += [_answer(c, "q3", "β = −0.23"), _answer(d, "q3", "β = 0.23")]  # a sign matters in a number
+    questions = parse_question_set({"name": "t", "questions": [
+        *[q.model_dump() for q in QUESTIONS.questions],
+        {"id": "q3", "text": "What was the effect size?", "models": ["m1"], "kind": "number"}]}, "inline")
+    result = RunResult(documents=[a, b, c, d], questions=questions, answers=answers)
+    got = [(r["question_id"], r["n_papers"], r["papers"], r["n_mentions"]) for r in frequency_rows(result)]
+    assert sorted(got) == [("q1", 2, "paper-a; paper-b", 2), ("q2", 1, "paper-b", 1), ("q2", 1, "paper-b", 1),
+                           ("q3", 1, "paper-c", 1), ("q3", 1, "paper-d", 1)]
