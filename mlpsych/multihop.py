@@ -9,19 +9,22 @@ sub-questions (a question about something the paper does not mention can only yi
 
 from __future__ import annotations
 
-import logging
-
 from mlpsych.answers import Answer, AnswerStage
 from mlpsych.questions import QuestionTemplate
-
-log = logging.getLogger(__name__)
 
 
 def bridge_entities(answers: list[Answer], cap: int, case: str = "casefold",
                     llm_stages: tuple[AnswerStage, ...] = (AnswerStage.NORMALIZED,)) -> list[str]:
-    """Entities to ask about: the LLM's items of ``llm_stages`` if any (grounded ones; ungrounded too where the run
-    keeps them, as the released code did), else extractive answers; best score first, capped. A repeated entity is
-    asked once, compared ignoring case (``casefold``) or as written (``exact``, the released union of lists)."""
+    """The first ``cap`` of :func:`ranked_entities`: the entities asked about."""
+    return ranked_entities(answers, case, llm_stages)[:max(cap, 0)]
+
+
+def ranked_entities(answers: list[Answer], case: str = "casefold",
+                    llm_stages: tuple[AnswerStage, ...] = (AnswerStage.NORMALIZED,)) -> list[str]:
+    """Entities a bridged question may ask about: the LLM's items of ``llm_stages`` if any (grounded ones;
+    ungrounded too where the run keeps them, as the released code did), else extractive answers; best score first.
+    A repeated entity is asked once, compared ignoring case (``casefold``) or as written (``exact``, the released
+    union of lists)."""
     normalized = [a for a in answers if a.stage in llm_stages]
     pool = normalized or [a for a in answers if a.stage == AnswerStage.EXTRACTIVE]
     ranked = sorted(pool, key=lambda a: -a.score)  # stable: equal scores keep the stage's order
@@ -33,9 +36,7 @@ def bridge_entities(answers: list[Answer], cap: int, case: str = "casefold",
         if entity and key not in seen:
             seen.add(key)
             entities.append(entity)
-    if len(entities) > cap:
-        log.info("%d bridge entities, asking about the first %d", len(entities), cap)
-    return entities[:max(cap, 0)]
+    return entities
 
 
 def entities_to_ask(question: QuestionTemplate, entities: list[str], retrieving: bool) -> list[str]:

@@ -9,7 +9,12 @@ from mlpsych.answers import Answer
 from mlpsych.documents import Document
 from mlpsych.multihop import bridge_entities, entities_to_ask, sub_questions
 from mlpsych.normalize.llm import Normalizer, NormalizeResult
-from mlpsych.questions import NormalizeSpec, QuestionTemplate, RetrievalSpec, load_question_set
+from mlpsych.pipeline.context import ModelPool, RunCounters, StageContext
+from mlpsych.pipeline.follow_up import FollowUpStage
+from mlpsych.pipeline.records import Level
+from mlpsych.pipeline.result import RunResult
+from mlpsych.questions import NormalizeSpec, QuestionSet, QuestionTemplate, RetrievalSpec, load_question_set
+from mlpsych.settings import RunSettings
 
 Q4 = QuestionTemplate(id="q4", text="What was __PLACEHOLDER__ used for?", kind="phrase", models=["m"],
                       bridge_from="q1", max_sub_questions=3)
@@ -105,3 +110,27 @@ def test_released_code_asks_every_item_as_written_ungrounded_included() -> None:
                answer("XGBoost", "ungrounded", 0.99), answer("SVM", "extractive", 0.9)]
     assert bridge_entities(answers, 10, "exact", ("normalized", "ungrounded")) == [
         "XGBoost", "random forest", "Random Forest"]
+
+
+def test_papers_whose_bridge_answers_pass_the_cap_are_named_in_the_runs_notes() -> None:
+    """--max-sub-questions 2 with four q1 techniques in a paper: q4 was asked about two and the sheets never said
+    the other two were not asked (only an INFO line naming no paper); the run's notes (run sheet, end of the CLI's
+    output) now name the paper and how many were left out."""
+    q1 = QuestionTemplate(id="q1", text="What techniques were used?", models=["m"])
+    q4 = Q4.model_copy(update={"max_sub_questions": 20})
+    docs = [Document(id="many", text="SVM, random forest, LDA and BERT."), Document(id="one", text="SVM.")]
+    found = [("many", "SVM", 0.9), ("many", "random forest", 0.8), ("many", "LDA", 0.7), ("many", "BERT", 0.6),
+             ("one", "SVM", 0.9)]
+    answers = [Answer(doc_id=d, question_id="q1", text=t, stage="normalized", models=["m"], score=s, final=True)
+               for d, t, s in found]
+    result = RunResult(docs, QuestionSet(questions=[q1, q4]), answers=answers)
+    settings = RunSettings(max_sub_questions=2)
+    level = Level([q4], docs)
+    FollowUpStage(settings).run(level, StageContext(settings, None, result, RunCounters(), ModelPool(), []))
+    asked = [(u.doc.id, u.query.bridge_entity) for u in level.units]
+    assert asked == [("many", "SVM"), ("many", "random forest"), ("one", "SVM")]  # the best-scored two
+    assert len(result.info.warnings) == 1
+    note = result.info.warnings[0]
+    assert "q4 was asked about at most 2 q1 answers per paper" in note and "--max-sub-questions" in note
+    assert "many (2 not asked)" in note and "one" not in note.split(":", 1)[1]
+    assert result.errors == {}

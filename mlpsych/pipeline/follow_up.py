@@ -16,6 +16,8 @@ from mlpsych.reading.reader import Query
 from mlpsych.retrieval import cascade, plan_for
 from mlpsych.settings import RunSettings
 
+CAPPED_SHOWN = 10  # papers the run's note on capped sub-questions names (each with its count)
+
 
 class FollowUpStage:
     """Units for a level: one per paper and question, one per bridge entity for a bridged question (found among
@@ -30,6 +32,7 @@ class FollowUpStage:
         return []  # no model: nothing a front end waits for
 
     def run(self, level: Level, ctx: StageContext) -> None:
+        left_out: dict[str, dict[str, int]] = {}  # question id -> paper id -> bridge entities not asked about
         finals: dict[tuple[str, str], list[Answer]] = {}
         for a in ctx.result.answers:
             if a.final:
@@ -41,12 +44,17 @@ class FollowUpStage:
                     level.units.append(Unit(doc, q, self.query(q, q.text)))
                     continue
                 with isolated(ctx.result, doc.id, f"multi-hop {q.id}"):
-                    units = self.sub_units(doc, q, finals.get((doc.id, q.bridge_from), []))
+                    units, dropped = self.sub_units(doc, q, finals.get((doc.id, q.bridge_from), []))
+                    if dropped:
+                        left_out.setdefault(q.id, {})[doc.id] = dropped
                     source = earlier.get((doc.id, q.bridge_from))
                     if source is not None and self.settings.retrieval.cascade.bridge_windows == "source":
                         for unit in units:
                             unit.source = source_windows(unit, source.chosen)
                     level.units.extend(units)
+        for q in level.questions:
+            if q.id in left_out:
+                ctx.result.info.warnings.append(self.capped(q, left_out[q.id]))
 
     def query(self, question: QuestionTemplate, text: str, entity: str | None = None) -> Query:
         return Query(
@@ -58,15 +66,29 @@ class FollowUpStage:
             bridge_entity=entity,
         )
 
-    def sub_units(self, doc: Document, question: QuestionTemplate, bridge: list[Answer]) -> list[Unit]:
-        """One unit per bridge entity of this paper (the multi-hop step)."""
-        cap = self.settings.max_sub_questions or question.max_sub_questions
+    def cap(self, question: QuestionTemplate) -> int:
+        """Sub-questions asked per paper: ``--max-sub-questions``, else the template's ``max_sub_questions``."""
+        return self.settings.max_sub_questions or question.max_sub_questions
+
+    def sub_units(self, doc: Document, question: QuestionTemplate, bridge: list[Answer]) -> tuple[list[Unit], int]:
+        """One unit per bridge entity of this paper (the multi-hop step), and how many entities the cap left out."""
+        found = multihop.ranked_entities(bridge, self.settings.answers.entity_case, answer_stages(self.settings))
+        cap = self.cap(question)
         retrieving = plan_for(question.retrieval, self.settings.retrieval) is not None
-        entities = multihop.entities_to_ask(
-            question, multihop.bridge_entities(bridge, cap, self.settings.answers.entity_case,
-                                               answer_stages(self.settings)), retrieving)
-        return [Unit(doc, question, self.query(question, text, entity))
-                for entity, text in multihop.sub_questions(question, entities)]
+        entities = multihop.entities_to_ask(question, found[:cap], retrieving)
+        units = [Unit(doc, question, self.query(question, text, entity))
+                 for entity, text in multihop.sub_questions(question, entities)]
+        return units, max(len(found) - cap, 0)
+
+    def capped(self, question: QuestionTemplate, left_out: dict[str, int]) -> str:
+        """The run's note on papers whose bridge answers were more than the cap: a coder reading their follow-ups
+        learns that the other answers were never asked about (the sheets said nothing of it)."""
+        shown = [f"{paper} ({n} not asked)" for paper, n in list(left_out.items())[:CAPPED_SHOWN]]
+        more = f" and {len(left_out) - CAPPED_SHOWN} more" if len(left_out) > CAPPED_SHOWN else ""
+        papers = f"{len(left_out)} paper{'s' if len(left_out) > 1 else ''}"
+        return (f"{question.id} was asked about at most {self.cap(question)} {question.bridge_from} answers per "
+                f"paper, the best-scored (max_sub_questions in the question file, --max-sub-questions to change it); "
+                f"in {papers} the other {question.bridge_from} answers were not asked about: {', '.join(shown)}{more}")
 
 
 def source_windows(unit: Unit, chosen: dict[str, cascade.Ranges]) -> dict[str, cascade.Ranges]:

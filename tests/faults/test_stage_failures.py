@@ -99,7 +99,7 @@ def _plant(monkeypatch: pytest.MonkeyPatch, stage: str) -> None:
     elif stage == "normalizing":
         wrap(normalize, "combine_results", lambda doc, *args, **kwargs: doc.id)
     elif stage == "multi-hop":
-        wrap(multihop, "bridge_entities", lambda answers, *_: answers[0].doc_id if answers else "")
+        wrap(multihop, "ranked_entities", lambda answers, *_: answers[0].doc_id if answers else "")
     elif stage == "export":
         wrap(export, "_answer_row", lambda answer, question, source: answer.doc_id)
     else:  # pragma: no cover - a misspelt stage must not pass silently
