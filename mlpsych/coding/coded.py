@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 from mlpsych.answers import AnswerStage
 from mlpsych.documents import Document
 from mlpsych.errors import EvalInputError, PapersNotInTexts
-from mlpsych.normalize.grounding import ALIKE, alike_pattern
+from mlpsych.normalize.grounding import ALIKE, alike_pattern, fold_accents
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,8 @@ def locate(needle: str, text: str, near: int | None = None) -> tuple[int, int] |
     """Char range of ``needle`` in ``text``: an exact occurrence, else one differing only in case, spacing, the form
     of quotes and hyphens and line-end hyphens (``_loose``), else the same with the characters ingest's unicode step
     changes in a paper's text changed alike (a copy from the PDF keeps its "ﬁ" ligatures and soft hyphens), else the
-    same without quotes the coder put around it; the one nearest to ``near`` when it occurs several times. None when
-    it is not in the text."""
+    same without quotes the coder put around it, else the same without letters' accents ("Naive" for "Naïve"); the
+    one nearest to ``near`` when it occurs several times. None when it is not in the text."""
     from mlpsych.ingest.clean import normalize_unicode
 
     needle = needle.strip()
@@ -102,6 +102,10 @@ def locate(needle: str, text: str, near: int | None = None) -> tuple[int, int] |
         for other in (normalize_unicode(needle).strip(), needle.strip(_QUOTES)):
             if other != needle and (span := locate(other, text, near)) is not None:
                 return span
+    if not found and not (needle.isascii() and text.isascii()):  # "Naive Bayes" typed for the paper's "Naïve"
+        plain = fold_accents(text)
+        found = [(m.start(), m.end()) for m in re.finditer(_loose(fold_accents(needle)), plain, flags=re.IGNORECASE)]
+    if not found:
         return None
     return min(found, key=lambda span: abs(span[0] - near)) if near is not None else found[0]
 

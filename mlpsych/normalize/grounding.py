@@ -6,7 +6,8 @@ Users code studies from this output, so an LLM answer that cannot be pointed to 
 * ``verbatim`` / ``case-insensitive``;
 * ``variant``: the same words with hyphen / space / no separator between them, or singular / plural
   ("support vector machine" in "support-vector machines"); or the item with other quotes, hyphens or minus signs
-  ("β = -0.23" for the paper's "β = −0.23", "Ward's method" for "Ward’s method");
+  ("β = -0.23" for the paper's "β = −0.23", "Ward's method" for "Ward’s method"), or without a letter's accent
+  ("Naive Bayes" for "Naïve Bayes");
 * ``abbreviation``: the item is an abbreviation whose long form the paper defines
   ("support vector machines (SVM)"; "XGB" for "extreme gradient boosting (XGB)");
 * ``long-form``: the item is a long form whose abbreviation is in the paper ("natural language processing"
@@ -21,8 +22,9 @@ number is found only whole: "0.23" does not ground on the paper's "−0.23", nor
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 _SEPARATORS = r"[\s\-\u2010\u2011\u2012\u2013/_]*"
 # Characters that print alike: double quotes, single quotes and apostrophes, hyphens, dashes and the minus sign. An
@@ -58,6 +60,20 @@ def ground(item: str, text: str) -> Grounding:
     if not item or not text or not re.search(r"[^\W_]", item):
         return NOT_GROUNDED
     strict = _case_sensitive_only(item)
+    found = _matched(item, text, strict)
+    if found is None and not (item.isascii() and text.isascii()):  # "Naive Bayes" for the paper's "Naïve Bayes"
+        plain_item, plain_text = fold_accents(item), fold_accents(text)
+        if (plain_item, plain_text) != (item, text):
+            found = _matched(plain_item, plain_text, strict)
+            found = found and Grounding(True, "variant", found.start, found.end)
+    found = found or _abbreviation(item, text) or _long_form(item, text)
+    if found:
+        return found
+    return _parenthetical(item, text)
+
+
+def _matched(item: str, text: str, strict: bool) -> Grounding | None:
+    """The first of ``_patterns`` found in the text, as a grounding; None when none is."""
     lowered = _lowered(text)
     for how, pattern, fold in _patterns(item, strict):
         if not fold:
@@ -68,10 +84,20 @@ def ground(item: str, text: str) -> Grounding:
             span = _search(pattern, text, re.IGNORECASE)
         if span:
             return Grounding(True, how, *span)
-    found = _abbreviation(item, text) or _long_form(item, text)
-    if found:
-        return found
-    return _parenthetical(item, text)
+    return None
+
+
+@lru_cache(maxsize=16)
+def fold_accents(text: str) -> str:
+    """The text with each accented letter as its base letter ("Naïve" -> "Naive", "Müller" -> "Muller"), one
+    character for one, so offsets into it are offsets into the text."""
+    return text if text.isascii() else "".join(_base_letter(c) for c in text)
+
+
+@cache
+def _base_letter(char: str) -> str:
+    decomposed = unicodedata.normalize("NFD", char)
+    return decomposed[0] if len(decomposed) > 1 and not unicodedata.combining(decomposed[0]) else char
 
 
 _PARENTHETICAL = re.compile(r"^(?P<main>[^()]+?)\s*\((?P<inner>[^()]+)\)$")

@@ -138,3 +138,12 @@ def test_an_added_answer_marked_wrong_afterwards_is_not_learnt_as_right(tmp_path
     ])
     spans = {(s.text, s.how, s.correct) for s in coding_from_sheets([sheet], documents).spans}
     assert spans == {("grid search", "wrong", False), ("random forests", "added", True), ("caret", "added", True)}
+
+
+def test_a_coders_answer_typed_without_an_accent_is_found_where_the_paper_has_it():
+    """A coder typing "Naive Bayes" (no ï on the keyboard) for the paper's "Naïve Bayes" had the answer refused as
+    not in the paper, and `mlpsych adapt` skipped it."""
+    text = "Models were fitted in R. We compared Naïve Bayes with random forests."
+    start, end = locate("naive bayes", text)
+    assert text[start:end] == "Naïve Bayes"
+    assert locate("Naïve Bayes", "We used naive Bayes.") == (8, 19)

@@ -195,3 +195,21 @@ def test_large_text_is_fast() -> None:
 def where_in(item: str, text: str) -> tuple[str, str | None]:
     g = ground(item, text)
     return g.how, text[g.start:g.end] if g.grounded else None
+
+
+@pytest.mark.parametrize("item, paper, found", [
+    ("Naive Bayes", "We compared Naïve Bayes with random forests.", "Naïve Bayes"),
+    ("naïve bayes", "We used naive Bayes throughout.", "naive Bayes"),
+    ("Muller-Lyer illusion", "The Müller-Lyer illusion was shown.", "Müller-Lyer illusion"),
+])
+def test_an_item_written_without_or_with_a_letters_accent_is_grounded_where_the_paper_has_it(item, paper, found):
+    """An LLM writing "Naive Bayes" for the paper's "Naïve Bayes" had its item ungrounded: never final, never asked
+    about in q4."""
+    grounding = ground(item, paper)
+    assert grounding.grounded and grounding.how == "variant"
+    assert paper[grounding.start:grounding.end] == found
+
+
+def test_accents_alone_do_not_ground_another_word():
+    assert not ground("Naive Bayesian networks", "We compared Naïve Bayes with random forests.").grounded
+    assert not ground("Muller", "Miller (2019) argued").grounded
