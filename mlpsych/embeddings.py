@@ -108,7 +108,7 @@ class Embedder:
             return
         from transformers import AutoModel, AutoTokenizer
 
-        from mlpsych.models import ModelLoadError, explain_load_error, pick_device, pick_dtype, safetensors_kwargs
+        from mlpsych.models import NO_REMOTE_CODE, ModelLoadError, explain_load_error, pick_device, pick_dtype, safetensors_kwargs
 
         device = pick_device(self.device or "auto")
         dtype = pick_dtype(self.dtype, device)
@@ -117,9 +117,9 @@ class Embedder:
 
         offline_unless_reachable(self.model_name)
         try:
-            self._tokenizer = AutoTokenizer.from_pretrained(self.model_name)
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model_name, **NO_REMOTE_CODE)
             self._model = AutoModel.from_pretrained(self.model_name, dtype=dtype,
-                                                    **safetensors_kwargs(self.model_name))
+                                                    **safetensors_kwargs(self.model_name), **NO_REMOTE_CODE)
         except (OSError, ValueError) as error:
             raise ModelLoadError(f"embedding {explain_load_error(self.model_name, error)}") from error
         self._model.to(device).eval()

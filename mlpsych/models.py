@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import json
 import logging
 import os
 import re
@@ -17,6 +18,11 @@ from mlpsych.hub import OFFLINE_HELP, offline_unless_reachable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+# Passed to every from_pretrained (configs, tokenizers, weights). Not told, transformers asks on the terminal "Do you
+# wish to run the custom code? [y/N]" for a folder or Hub repo whose config names its own Python code (auto_map),
+# and runs that code on a "y": mlpsych never runs a model's code, so it answers no for the researcher.
+NO_REMOTE_CODE = {"trust_remote_code": False}
 
 
 # Written by mlpsych.dev.tiny into every random-weight model it builds (the demo models of the app and the tests).
@@ -185,6 +191,10 @@ def load_failure_reason(model_id: str, error: BaseException) -> str:
                 "and log in (`hf auth login` or HF_TOKEN), or name another model")
     if "offload" in text.lower():
         return "does not fit in GPU and CPU memory (it would have to be offloaded to disk)"
+    if "custom code" in text or names_own_code(folder):
+        return ("holds Python code of its own (auto_map in its config), which mlpsych never runs: a model's code "
+                "could do anything on this machine. Name a model of an architecture transformers has itself "
+                "(BERT, RoBERTa, DeBERTa-v2, Llama, ...)")
     unfit = re.search(r"Unrecognized configuration class .*?(\w+Config)'?>? for this kind of AutoModel: AutoModelFor(\w+)",
                       text)
     if unfit:  # a folder or repo of another kind of model: a reader given as the LLM, or the reverse
@@ -200,6 +210,18 @@ def load_failure_reason(model_id: str, error: BaseException) -> str:
             f"no internet). Check the id. {OFFLINE_HELP}")
 
 
+def names_own_code(folder: Path) -> bool:
+    """Whether a model folder's config or tokenizer config names Python code of its own (``auto_map``): the reason
+    it cannot be loaded, since that code is never run (transformers' own words ask to allow it)."""
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            if "auto_map" in json.loads((folder / name).read_text(encoding="utf-8")):
+                return True
+        except (OSError, ValueError, TypeError):
+            continue
+    return False
+
+
 def explain_load_error(model_id: str, error: BaseException) -> str:
     """The one-line message of a model that cannot be loaded (readers, LLM and embedding models alike)."""
     return f"model {model_id!r} {load_failure_reason(model_id, error)}"
@@ -211,7 +233,7 @@ def load_tokenizer(model_id: str):
 
     offline_unless_reachable(model_id)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model_id)
+        tokenizer = AutoTokenizer.from_pretrained(model_id, **NO_REMOTE_CODE)
     except (OSError, ValueError) as error:
         raise ModelLoadError(explain_load_error(model_id, error)) from error
     if not getattr(tokenizer, "is_fast", False):
@@ -268,7 +290,8 @@ def load_qa_model(model_id: str, device: str, dtype, *, trained_head: bool = Tru
     int8 = dtype is torch.qint8
     try:
         model, info = AutoModelForQuestionAnswering.from_pretrained(
-            model_id, dtype=torch.float32 if int8 else dtype, output_loading_info=True, **safetensors_kwargs(model_id))
+            model_id, dtype=torch.float32 if int8 else dtype, output_loading_info=True, **safetensors_kwargs(model_id),
+            **NO_REMOTE_CODE)
     except (OSError, ValueError) as error:
         raise ModelLoadError(explain_load_error(model_id, error)) from error
     untrained = untrained_head(model, info.get("missing_keys", ()))

@@ -218,6 +218,8 @@ def load_onnx_qa_model(model_id: str, dtype: str, with_types: bool, cache_dir: P
     import torch
     from transformers import AutoConfig
 
+    from mlpsych.models import NO_REMOTE_CODE
+
     ort = import_onnxruntime()
     folder = export_dir(model_id, with_types, cache_dir)
     if not (folder / FP32_FILE).is_file():
@@ -237,4 +239,4 @@ def load_onnx_qa_model(model_id: str, dtype: str, with_types: bool, cache_dir: P
         raise ModelLoadError(f"model {model_id!r}: its ONNX export {file} cannot be read by ONNX Runtime "
                              f"({str(error).strip().splitlines()[0]}); delete {folder} to export it again") from error
     log.info("loaded %s in ONNX Runtime (%s)", model_id, dtype)
-    return OnnxQAModel(session, AutoConfig.from_pretrained(model_id))
+    return OnnxQAModel(session, AutoConfig.from_pretrained(model_id, **NO_REMOTE_CODE))

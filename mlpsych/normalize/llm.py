@@ -145,11 +145,12 @@ class Normalizer:
         return device, torch_dtype
 
     def _weights_kwargs(self) -> dict[str, Any]:
-        """The loading policy's safe-weights arguments (a folder without safetensors is refused)."""
-        from mlpsych.models import ModelLoadError, safetensors_kwargs
+        """The loading policy's safe-weights arguments (a folder without safetensors is refused) and its refusal to
+        run a model's own code."""
+        from mlpsych.models import NO_REMOTE_CODE, ModelLoadError, safetensors_kwargs
 
         try:
-            return safetensors_kwargs(self.model_name)
+            return {**safetensors_kwargs(self.model_name), **NO_REMOTE_CODE}
         except ModelLoadError as error:
             raise NormalizerUnavailable(f"LLM normalization is off: {error}. {HOW_TO_ENABLE}") from None
 
@@ -169,9 +170,10 @@ class Normalizer:
         from transformers import AutoTokenizer
 
         from mlpsych.hub import offline_unless_reachable
+        from mlpsych.models import NO_REMOTE_CODE
 
         offline_unless_reachable(self.model_name)
-        tokenizer = AutoTokenizer.from_pretrained(self.model_name)
+        tokenizer = AutoTokenizer.from_pretrained(self.model_name, **NO_REMOTE_CODE)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"  # generation continues from the right edge of every row
@@ -202,7 +204,9 @@ class Normalizer:
             import torch
             from transformers import AutoConfig, AutoModelForCausalLM
 
-            config = AutoConfig.from_pretrained(self.model_name)
+            from mlpsych.models import NO_REMOTE_CODE
+
+            config = AutoConfig.from_pretrained(self.model_name, **NO_REMOTE_CODE)
             with torch.device("meta"):
                 skeleton = AutoModelForCausalLM.from_config(config)
             params = sum(p.numel() for p in skeleton.parameters())

@@ -54,7 +54,9 @@ def architecture(model: str) -> Architecture:
         return KNOWN[model]
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(model)
+    from mlpsych.models import NO_REMOTE_CODE
+
+    config = AutoConfig.from_pretrained(model, **NO_REMOTE_CODE)
     return Architecture(int(config.num_hidden_layers), int(config.hidden_size), int(config.intermediate_size))
 
 

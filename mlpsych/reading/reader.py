@@ -18,7 +18,7 @@ import numpy as np
 
 from mlpsych.answers import Span
 from mlpsych.documents import Document
-from mlpsych.models import free_memory, halving_on_oom, load_qa_model, load_tokenizer, pick_device, pick_dtype
+from mlpsych.models import NO_REMOTE_CODE, free_memory, halving_on_oom, load_qa_model, load_tokenizer, pick_device, pick_dtype
 from mlpsych.reading.decode import (
     WindowCandidate,
     decode_window,
@@ -115,7 +115,7 @@ def _max_positions(model_id: str) -> int:
     from transformers import AutoConfig
 
     try:
-        return int(getattr(AutoConfig.from_pretrained(model_id), "max_position_embeddings", 512) or 512)
+        return int(getattr(AutoConfig.from_pretrained(model_id, **NO_REMOTE_CODE), "max_position_embeddings", 512) or 512)
     except (OSError, ValueError):
         return 512
 

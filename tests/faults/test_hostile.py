@@ -275,8 +275,62 @@ def test_model_folder_with_only_pickled_weights_is_refused(tiny_models, examples
     assert "no .safetensors weights" in line and "pickled checkpoints are not loaded" in line
 
 
+def with_its_own_code(model: Path, folder: Path, marker: Path, *, tokenizer_only: bool = False) -> Path:
+    """A copy of a tiny model whose config (or, ``tokenizer_only``, tokenizer config) names Python code of its own
+    (``auto_map``), code that leaves ``marker`` behind when it runs: what a hostile model folder would ship."""
+    shutil.copytree(model, folder)
+    (folder / "hostile.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\n"
+        "from transformers import BertConfig, BertForQuestionAnswering, LlamaForCausalLM, PreTrainedTokenizerFast\n"
+        "class HostileConfig(BertConfig):\n    model_type = 'hostile'\n"
+        "class HostileReader(BertForQuestionAnswering):\n    config_class = HostileConfig\n"
+        "class HostileLLM(LlamaForCausalLM):\n    pass\n"
+        "class HostileTokenizer(PreTrainedTokenizerFast):\n    pass\n", encoding="utf-8")
+    name = "tokenizer_config.json" if tokenizer_only else "config.json"
+    config = json.loads((folder / name).read_text(encoding="utf-8"))
+    if tokenizer_only:
+        config.update(tokenizer_class="HostileTokenizer", auto_map={"AutoTokenizer": ["hostile.HostileTokenizer"] * 2})
+    else:
+        config.update(model_type="hostile", auto_map={"AutoConfig": "hostile.HostileConfig",
+                                                      "AutoModelForQuestionAnswering": "hostile.HostileReader",
+                                                      "AutoModelForCausalLM": "hostile.HostileLLM"})
+    (folder / name).write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tokenizer_only", [False, True], ids=["config", "tokenizer"])
+def test_a_model_folder_with_code_of_its_own_is_refused_without_asking(tiny_models, examples_dir, tmp_path,
+                                                                      monkeypatch, capsys, tokenizer_only) -> None:
+    """transformers, not told, asks "Do you wish to run the custom code? [y/N]" and runs the folder's code on a
+    "y": a researcher typing yes (here: stdin answering it) ran it. Every model loader says no for them."""
+    from mlpsych.embeddings import Embedder
+    from mlpsych.errors import ModelLoadError, NormalizerUnavailable
+    from mlpsych.normalize.llm import Normalizer
+    from mlpsych.reading.cost import architecture
+
+    marker = tmp_path / "RAN"
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n" * 50))
+    reader = with_its_own_code(tiny_models["bert"], tmp_path / "reader", marker, tokenizer_only=tokenizer_only)
+    questions = tmp_path / "q.yaml"
+    questions.write_text(f"questions:\n  - id: q1\n    text: What was used?\n    models: ['{reader}']\n",
+                         encoding="utf-8")
+    code = main(["run", str(examples_dir / "papers"), "--questions", str(questions), "--out",
+                 str(tmp_path / "r.xlsx"), "--cache", str(tmp_path / "c"), *FAST])
+    assert code == 2 and "never runs" in one_line_error(capsys)
+    llm = with_its_own_code(tiny_models["llama"], tmp_path / "llm", marker, tokenizer_only=tokenizer_only)
+    with pytest.raises(NormalizerUnavailable, match="never runs"):
+        Normalizer(str(llm), device="cpu").warm_up()
+    with pytest.raises(ModelLoadError, match="never runs"):
+        Embedder(str(reader), device="cpu").encode(["text"])
+    if not tokenizer_only:
+        with pytest.raises(ValueError):
+            architecture(str(reader))
+    assert not marker.exists()
+
+
 FORBIDDEN = re.compile(r"\bimport pickle\b|\bpickle\.\w|\bcloudpickle\b|\bdill\b|\bjoblib\b|torch\.load\(|"
-                       r"trust_remote_code|(?<![.\w])eval\(|(?<![.\w])exec\(|\bmarshal\.")
+                       r"trust_remote_code(?!\"?\s*[:=]\s*False\b)|(?<![.\w])eval\(|(?<![.\w])exec\(|\bmarshal\.")
 
 
 def package_sources() -> dict[str, str]:
@@ -293,12 +347,21 @@ def test_no_pickle_remote_code_or_eval_in_the_package() -> None:
     for name, text in sources.items():
         for call in re.findall(r"AutoModel\w*\.from_pretrained\([^)]*\)", text):
             assert "safetensors" in call or "**kwargs" in call or "kwargs" in call, (name, call)
+    # ... and every from_pretrained (configs and tokenizers too) refuses a model's own code (NO_REMOTE_CODE, in the
+    # LLM's through its kwargs): left out, transformers asks on the terminal whether to run it.
+    calls = [(name, call) for name, text in sources.items()
+             for call in re.findall(r"(?<!`)\b\w+\.from_pretrained\((?:[^()]|\([^()]*\))*\)", text)]
+    assert len(calls) >= 8
+    for name, call in calls:
+        assert "NO_REMOTE_CODE" in call or "**kwargs" in call, (name, call)
 
 
 def test_the_forbidden_pattern_can_fail() -> None:
-    for bad in ("x = eval(output)", "data = pickle.loads(blob)", "torch.load(path)", "trust_remote_code=True"):
+    for bad in ("x = eval(output)", "data = pickle.loads(blob)", "torch.load(path)", "trust_remote_code=True",
+                '{"trust_remote_code": None}'):
         assert FORBIDDEN.search(bad), bad
-    for fine in ("model.eval()", "ast.literal_eval(chunk)", "Values are JSON, never pickle."):
+    for fine in ("model.eval()", "ast.literal_eval(chunk)", "Values are JSON, never pickle.",
+                 'NO_REMOTE_CODE = {"trust_remote_code": False}'):
         assert not FORBIDDEN.search(fine), fine
 
 
