@@ -94,9 +94,9 @@ def papers_section() -> list[Path] | list[tuple[str, str, bytes]] | None:
     try:
         papers = logic.papers_in_folder(folder)
     except logic.AppInputError as error:
-        st.error(str(error))
+        st.error(results.plain(error))
         return None
-    st.caption(f"{len(papers)} paper(s): " + ", ".join(p.name for p in papers[:12])
+    st.caption(f"{len(papers)} paper(s): " + ", ".join(results.literal(p.name) for p in papers[:12])
                + (" …" if len(papers) > 12 else ""))
     return papers
 
@@ -116,20 +116,22 @@ def questions_section(question_file: str):
     try:
         questions = logic.load_questions(choices[label])
     except logic.AppInputError as error:
-        st.error(str(error))
+        st.error(results.plain(error))
         return None
     from_file = choices[label] == question_file
     if from_file or questions.description:  # what the chosen template is, and where it comes from
         where = f"From the question file set in the sidebar ({question_file}). " if from_file else ""
-        st.caption(where + (questions.description or ""))
+        st.caption(results.plain(where + (questions.description or "")))
     typed = state.get("typed_questions", {}).get(choices[label], [])
     for entry in typed:
         questions = logic.with_question(questions, entry)
     saved = state.get("typed_saved", {}).get(choices[label], {})  # id -> the file it was saved in since
     if any(e["id"] not in saved for e in typed):
-        st.caption("Also asked in this run (not saved): " + ", ".join(e["id"] for e in typed if e["id"] not in saved))
+        st.caption("Also asked in this run (not saved): "
+                   + results.plain(", ".join(e["id"] for e in typed if e["id"] not in saved)))
     if saved:
-        st.caption("Also asked in this run: " + ", ".join(f"{q} (saved in {name})" for q, name in saved.items()))
+        st.caption("Also asked in this run: "
+                   + results.plain(", ".join(f"{q} (saved in {name})" for q, name in saved.items())))
     labels = {q.id: logic.question_label(q) for q in questions.in_run_order()}
     state.picked_questions = [q for q in state.get("picked_questions", []) if q in labels]
     picked = st.multiselect("Questions to answer (empty = all)", list(labels), format_func=labels.get,
@@ -167,8 +169,8 @@ def custom_questions_form(current, source: str) -> None:
             fill_form(current)
         start = st.selectbox("Start from", ids, key="edit_from", on_change=fill_form, args=(current,),
                      help="Fills the form with a question of the template, to change it or save a variant.")
-        st.caption("Models on this machine: " + (", ".join(here) if here else "none found (Hub ids are downloaded "
-                                                 "on the first run)"))
+        st.caption("Models on this machine: " + (results.plain(", ".join(here)) if here
+                                                 else "none found (Hub ids are downloaded on the first run)"))
         with st.form("question_form"):
             name = st.text_input("Template name", value="my-questions", key="form_template")
             st.text_input("Short name (id: letters, digits, _ . -)", key="form_id")
@@ -210,11 +212,11 @@ def custom_questions_form(current, source: str) -> None:
                     state.flash = (f"Saved {entry['id']} in {path} ({len(result.questions)} question(s)); pick "
                                    f"'{path.stem} (mine)' in the template list.")
             except logic.AppInputError as error:
-                st.error(f"Not {'added' if used else 'saved'}: {logic.plain_error(str(error))}")
+                st.error(f"Not {'added' if used else 'saved'}: {results.plain(logic.plain_error(str(error)))}")
             else:  # rerun so the template list and question picker above show the change
                 st.rerun()
         if state.get("flash"):
-            st.success(state.pop("flash"))
+            st.success(results.plain(state.pop("flash")))
         edit_yaml(current, source)
 
 
@@ -229,13 +231,13 @@ def edit_yaml(current, source: str) -> None:
             checked = logic.check_template_text(text, name)
             st.success(f"Loads fine: {len(checked.questions)} question(s).")
         except logic.AppInputError as error:
-            st.error(str(error))
+            st.error(results.plain(error))
     if save.button("Save template", key="yaml_save"):
         try:
             path = logic.template_path(name)
             logic.save_template_text(text, path)
         except logic.AppInputError as error:
-            st.error(f"Not saved: {error}")
+            st.error(f"Not saved: {results.plain(error)}")
         else:
             state.flash = f"Saved {path}; pick '{path.stem} (mine)' in the template list."
             st.rerun()
@@ -253,12 +255,12 @@ def run_section(papers, questions, options: dict) -> None:
                                                    small_reader=options["small_reader"])
                                    if questions is not None else (None, None))
     except logic.AppInputError as error:
-        st.error(str(error))
+        st.error(results.plain(error))
         return
     if run_questions is not None:
         note = preflight.download_note(preflight.check_run(run_questions, settings, options["cache_dir"]))
         if note:
-            st.info(note)
+            st.info(results.plain(note))
     pressed = st.button("Run", type="primary", disabled=not ready, key="run")
     demo_asked = state.pop("autorun", False)  # the demo button's run, once
     if pressed or (ready and demo_asked):
@@ -287,7 +289,7 @@ def run(papers, run_questions, settings, options: dict) -> None:
         folder = state.upload_root.path / f"run-{state.get('run_count', 0) + 1}"
         saved = logic.save_uploads([(name, data) for _, name, data in papers], folder)
         for problem in saved.refused:
-            st.warning(problem)
+            st.warning(results.plain(problem))
         if not saved.paths:
             st.error("None of the uploaded files can be read.")
             return
@@ -335,9 +337,9 @@ def use_demo_models() -> None:
 
 def failed(outcome) -> None:
     if not outcome.missing_models:
-        st.error(f"The run failed after {format_seconds(outcome.seconds)}: {outcome.error}")
+        st.error(f"The run failed after {format_seconds(outcome.seconds)}: {results.plain(outcome.error)}")
         return
-    st.error(outcome.error)  # says the run did not start, and which models are missing
+    st.error(results.plain(outcome.error))  # says the run did not start, and which models are missing
     st.markdown("**Two ways forward**")
     st.button("Run the tiny demo models on the same papers", key="demo", on_click=use_demo_models,
               help="Tiny random-weight models built here in seconds: the answers are meaningless, but every step "
@@ -371,14 +373,14 @@ def results_section() -> None:
                    "their name and run sheet. For real answers, run the real models (see the model check above or "
                    "the sidebar's question file).", icon="⚠️")
     st.caption(f"{len(result.documents)} paper(s) in {format_seconds(outcome.seconds)}; "
-               f"cache: {info.cache_hits} reused, {info.cache_misses} computed ({info.cache})")
+               f"cache: {info.cache_hits} reused, {info.cache_misses} computed ({results.literal(info.cache)})")
     for warning in info.warnings:
-        st.warning(warning)
+        st.warning(results.plain(warning))
     for line in results.duplicate_names(result.documents):
-        st.warning(line)
+        st.warning(results.plain(line))
     problems = status[status["status"] != "ok"]
     for _, row in problems.iterrows():
-        st.warning(f"{row['paper']} ({row['source_file']}): {row['status']}")
+        st.warning(results.plain(f"{row['paper']} ({row['source_file']}): {row['status']}"))
     st.markdown("**One row per paper** (the spreadsheet's *papers* sheet)")
     st.dataframe(results.overview_table(result), hide_index=True, width="stretch", key="overview")
     with st.expander("Files and their status", expanded=bool(len(problems))):
@@ -392,7 +394,7 @@ def answers_section(result, status) -> None:
     ids = [q.id for q in result.questions.in_run_order()]
     unanswered = [q for q in ids if q not in set(table["question_id"])]
     if unanswered:
-        st.caption("No answer in any paper: " + ", ".join(unanswered))
+        st.caption("No answer in any paper: " + results.plain(", ".join(unanswered)))
     # The filters stay and apply to a new run (a filter cleared in the state alone stays in the browser's box);
     # questions and papers the new run does not have are dropped from them.
     state.filter_q = [q for q in state.get("filter_q", []) if q in ids]
@@ -452,7 +454,7 @@ def open_review(path, documents: dict, coder: str, papers: str, questions: str =
     try:
         sheet = review.ReviewSheet(path, documents, coder)
     except logic.AppInputError as error:
-        st.error(str(error))
+        st.error(results.plain(error))
         return
     state.review_sheet = sheet
     state.review_papers = papers
@@ -475,7 +477,7 @@ def review_section() -> None:
                 path = review.start_review(target, downloads[".xlsx"])
                 texts, template = reread.keep_run_inputs(path, read, outcome.result.questions)
             except UserError as error:
-                st.error(str(error))
+                st.error(results.plain(error))
             else:
                 open_review(path, {d.id: d for d in read}, state.get("review_coder", ""), str(texts), str(template))
     with st.expander("Continue a review (a coded spreadsheet and its papers)"):
@@ -490,7 +492,7 @@ def review_section() -> None:
             try:
                 documents = review.papers_for_review(papers)
             except logic.AppInputError as error:
-                st.error(str(error))
+                st.error(results.plain(error))
             else:
                 open_review(path.strip(), documents, state.get("review_coder", ""), papers,
                             str(template) if template.is_file() else "mlpsych")
@@ -504,12 +506,12 @@ def review_pane(sheet) -> None:
     paper = st.selectbox("Paper", list(counts), key=f"review_paper:{rid}",
                          format_func=lambda p: f"{p} ({counts[p][0]} of {counts[p][1]} coded)")
     if paper is not None:
-        st.caption(f"{counts[paper][0]} of {counts[paper][1]} answers of {paper} coded; saved as you go in "
-                   f"{sheet.path}. Least-sure answers first.")
+        st.caption(f"{counts[paper][0]} of {counts[paper][1]} answers of {results.literal(paper)} coded; saved as "
+                   f"you go in {results.literal(sheet.path)}. Least-sure answers first.")
     if state.get("review_flash"):
         st.warning(state.pop("review_flash"))
     if state.get("review_error"):  # a change that could not be saved in the file
-        st.error(state.pop("review_error"))
+        st.error(results.plain(state.pop("review_error")))
 
     def saved(change: Callable[[], object]) -> object:
         """The change, saved; a file that cannot be written is said at the top of the review, not a traceback."""
@@ -596,10 +598,11 @@ def add_missed(sheet, paper: str, rid: int) -> None:
             try:
                 row = sheet.add(paper, question, text, None if about == NEAREST else about)
             except logic.AppInputError as error:
-                st.error(str(error))
+                st.error(results.plain(error))
             else:
                 entity = next((i.bridge_entity for i in sheet.items(paper) if i.row == row), None)
-                state.review_flash_ok = (f"Added to {question}{f' about {results.literal(entity)}' if entity else ''}"
+                topic = f" about {results.literal(entity)}" if entity else ""
+                state.review_flash_ok = (f"Added to {results.literal(question)}{topic}"
                                          f": {results.literal(' '.join(text.split()))}")
                 st.rerun()
     if state.get("review_flash_ok"):

@@ -75,6 +75,14 @@ def literal(text: object) -> str:
     return _MARKUP.sub(r"\\\1", str(text))
 
 
+def plain(message: object) -> str:
+    """A message for the page's alerts and captions (a status, an error, a warning) shown as written: its markup
+    escaped, since it holds paper ids, file names and model ids that a .jsonl, a coded sheet or a question file
+    chose (an id ``![](https://host/pixel.png)`` rendered as markdown made the browser fetch that address), and
+    each of its lines kept a line (markdown joins them)."""
+    return "  \n".join(literal(line) for line in str(message).splitlines())
+
+
 def evidence_card(row: dict) -> str:
     """One answer in full for the page (markdown): the question asked, the answer, and its evidence and page,
     wrapped, where the table cuts long sentences. A paper without pages (Word, a text file) names none."""

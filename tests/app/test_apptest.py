@@ -75,8 +75,22 @@ def example_files(examples_dir: Path) -> list[tuple[str, bytes, str]]:
     return [(p.name, p.read_bytes(), "text/plain") for p in sorted((examples_dir / "papers").glob("*.txt"))]
 
 
+def as_shown(markdown: str) -> str:
+    """A message's markdown as the page shows it (its text, escapes resolved)."""
+    import html
+
+    from markdown_it import MarkdownIt
+
+    return html.unescape(re.sub(r"<[^>]+>", "", MarkdownIt("commonmark").render(markdown))).strip()
+
+
+def said(elements) -> list[str]:
+    """The text of the page's alerts or captions (``at.error``, ``at.warning``, ...), as shown."""
+    return [as_shown(e.value) for e in elements]
+
+
 def captions(at: AppTest) -> list[str]:
-    return [c.value for c in at.caption]
+    return said(at.caption)
 
 
 def test_page_loads_and_states_limits(tmp_path):
@@ -107,7 +121,7 @@ def test_first_run_download_is_announced_before_run(tmp_path, monkeypatch):
     monkeypatch.setattr(preflight, "cached_config", lambda model: None)
     monkeypatch.setattr(preflight, "offline_unless_reachable", lambda model: False)  # as if online
     at = page(tmp_path)
-    notes = [i.value for i in at.info if i.value.startswith("The first run downloads")]
+    notes = [i for i in said(at.info) if i.startswith("The first run downloads")]
     assert len(notes) == 1 and "GB in all" in notes[0] and "deepset/deberta-v3-base-squad2" in notes[0]
 
 
@@ -116,7 +130,7 @@ def test_bad_question_file_is_a_message_not_a_crash(tmp_path):
     bad.write_text("questions:\n  - id: q 1\n    text: What?\n    models: [m]\n", encoding="utf-8")
     at = page(tmp_path, bad)
     assert not at.exception
-    assert any("field 'id'" in e.value for e in at.error)
+    assert any("field 'id'" in e for e in said(at.error))
     assert at.button(key="run").disabled
     assert "mlpsych (library)" in at.selectbox(key="template").options  # the templates stay one click away
 
@@ -127,7 +141,7 @@ def test_missing_folder_is_a_message(tmp_path):
     at.run()
     at.text_input(key="paper_folder").input(str(tmp_path / "nowhere"))
     at.run()
-    assert [e.value for e in at.error] == [f"{tmp_path / 'nowhere'}: no such folder on this machine"]
+    assert said(at.error) == [f"{tmp_path / 'nowhere'}: no such folder on this machine"]
 
 
 SAVE = "FormSubmitter:question_form-Save question"
@@ -153,12 +167,12 @@ def test_custom_question_form_saves_a_loadable_template(tmp_path):
     at.text_input(key="form_id").input("bad id")
     at.button(key=SAVE).click()
     at.run()
-    assert [e.value for e in at.error] == ["Not saved: the short name may hold only letters, digits and _ . - "
+    assert said(at.error) == ["Not saved: the short name may hold only letters, digits and _ . - "
                                            "(no spaces)"]
     at.text_input(key="form_id").input("")
     at.button(key=SAVE).click()
     at.run()
-    assert [e.value for e in at.error] == ["Not saved: give the question a short name (its id), e.g. sample_size"]
+    assert said(at.error) == ["Not saved: give the question a short name (its id), e.g. sample_size"]
     assert [q.id for q in load_question_set(saved).questions] == ["n"]
 
 
@@ -177,7 +191,7 @@ def test_start_from_fills_every_field_and_the_editor_follows_the_template(tmp_pa
     at.text_area(key="form_models").input("my/reader")
     at.button(key=SAVE).click()
     at.run()
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, said(at.error)
     variant = load_question_set(tmp_path / "templates" / "variant.yaml")
     assert variant.get("q4").models == ["my/reader"] and variant.get("q4").text == q4.text
     assert variant.get("q4").retrieval == q4.retrieval  # what the form does not show is kept
@@ -214,7 +228,7 @@ def test_a_typed_question_runs_without_saving(tmp_path, tiny_questions, examples
     upload(at, example_files(examples_dir)[:1])
     at.button(key="run").click()
     at.run()
-    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not at.exception and not at.error, said(at.error)
     assert list(overview(at).columns) == ["paper", "n", "status"]
 
 
@@ -229,7 +243,7 @@ def test_a_missing_model_fails_fast_in_red_with_two_ways_forward(tmp_path, examp
     at.run()
     assert time.monotonic() - started < 5
     assert not at.exception
-    (error,) = [e.value for e in at.error]
+    (error,) = said(at.error)
     assert error.startswith("The run did not start") and "mlpsych-test/no-such-reader-squad2" in error
     assert "cannot be reached to download it" in error
     assert not any("Finished" in t for t in progress_texts(at))  # a failed run never says 'Finished'
@@ -238,7 +252,7 @@ def test_a_missing_model_fails_fast_in_red_with_two_ways_forward(tmp_path, examp
     # the tiny demo models on the same papers, one click
     at.button(key="demo").click()
     at.run()
-    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not at.exception and not at.error, said(at.error)
     assert at.session_state["question_file"].endswith("questions.yaml")
     assert any(t.startswith("Finished in") for t in progress_texts(at))
     assert len(results(at)) > 0
@@ -256,7 +270,7 @@ def test_a_model_that_fails_to_load_ends_red_not_finished(tmp_path, examples_dir
     at.button(key="run").click()
     at.run()
     assert not at.exception
-    (error,) = [e.value for e in at.error]
+    (error,) = said(at.error)
     assert error.startswith("The run failed after") and "broken-model" in error
     assert not any("Finished" in t for t in progress_texts(at)) and not at.get("download_button")
 
@@ -268,7 +282,7 @@ def test_nothing_readable_ends_with_a_summary_and_no_downloads(tmp_path, tiny_qu
     at.button(key="run").click()
     at.run()
     assert not at.exception
-    (error,) = [e.value for e in at.error]
+    (error,) = said(at.error)
     assert error.startswith("Nothing to answer: none of the 2 file(s) could be read")
     assert not any("Finished" in t for t in progress_texts(at))
     assert not at.session_state["downloads"]
@@ -291,7 +305,7 @@ def test_upload_run_overview_filter_download_rerun(tmp_path, tiny_questions, exa
     at.run()
     assert not at.exception, at.exception
     assert any(t.startswith("Finished in") for t in progress_texts(at))
-    warnings = [w.value for w in at.warning]
+    warnings = said(at.warning)
     assert any(w.startswith("broken_paper (broken_paper.pdf):") for w in warnings), warnings
     assert any(w.startswith(f"{same[0]} and {Path(same[0]).stem}.md share a name") for w in warnings), warnings
     # one row per paper, with an explicit 'no answer' or 'not read'
@@ -359,7 +373,7 @@ def test_demo_answers_are_labelled_on_the_page_and_in_the_downloads(tmp_path, ti
     at.button(key="run").click()
     at.run()
     assert not at.exception and not at.error
-    banner = [w.value for w in at.warning if "Demo answers, not real ones" in w.value]
+    banner = [w for w in said(at.warning) if "Demo answers, not real ones" in w]
     assert len(banner) == 1 and "random-weight" in banner[0]
     outcome = at.session_state["outcome"]
     assert results_module.download_name(outcome.result, ".xlsx") == "results-DEMO-random-models.xlsx"
@@ -382,7 +396,7 @@ def test_a_run_that_cannot_start_says_so_right_below_the_run_button_and_scrolls_
         return [e for e in items[start:] if e.type != "empty"]  # (the emptied progress bar)
 
     failure, scroll, *_ = below_run_button()
-    assert failure.key == "run_failure" and failure.error[0].value.startswith("The run did not start")
+    assert failure.key == "run_failure" and as_shown(failure.error[0].value).startswith("The run did not start")
     assert failure.button(key="demo").label == "Run the tiny demo models on the same papers"
     assert scroll.type == "iframe" and "scrollIntoView" in scroll.proto.srcdoc  # brought into view at 1400x1000
     at.run()  # any later rerun: the message stays where it was, the page is not moved again
@@ -437,7 +451,7 @@ def test_a_saved_question_is_no_longer_listed_as_not_saved(tmp_path):
     assert "Also asked in this run (not saved): n" in captions(at)
     at.button(key=SAVE).click()
     at.run()
-    assert not at.error, [e.value for e in at.error]
+    assert not at.error, said(at.error)
     assert not any("(not saved)" in c for c in captions(at))
     assert "Also asked in this run: n (saved in my-questions.yaml)" in captions(at)
     assert (tmp_path / "templates" / "my-questions.yaml").is_file()
@@ -460,7 +474,7 @@ def test_a_file_that_is_not_what_its_name_says_is_described_not_dumped(tmp_path,
     at.button(key="run").click()
     at.run()
     assert not at.exception
-    notices = {w.value.split(" ")[0]: w.value for w in at.warning if w.value.startswith(("notes", "blob"))}
+    notices = {w.split(" ")[0]: w for w in said(at.warning) if w.startswith(("notes", "blob"))}
     assert notices["notes"] == "notes (notes.pdf): not a PDF (it is plain text: a text file saved with a .pdf name?)"
     assert notices["blob"] == "blob (blob.pdf): not a PDF (it is binary content of an unknown kind)"
 
@@ -499,7 +513,7 @@ def run_one_paper(tmp_path: Path, tiny_questions: Path, paper: tuple[str, bytes,
     upload(at, [paper])
     at.button(key="run").click()
     at.run()
-    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not at.exception and not at.error, said(at.error)
     return at
 
 
@@ -522,7 +536,7 @@ def test_a_new_sessions_review_never_opens_or_overwrites_an_earlier_one(tmp_path
     assert not second.error and second.session_state["review_sheet"].papers() == [Path(two[0]).stem]
     second.text_input(key="review_path").input(str(folder / "review-1.xlsx"))  # the earlier review, typed
     second.button(key="review_start").click().run()
-    (error,) = [e.value for e in second.error]
+    (error,) = said(second.error)
     assert "already exists and holds another run's answers" in error
     assert (folder / "review-1-texts.jsonl").read_bytes() == kept  # the first review's papers are untouched
     first.button(key="review_start").click().run()  # the same run's own file: the review continues it
@@ -543,7 +557,7 @@ def test_an_empty_upload_is_listed_with_its_status_in_the_results_and_the_downlo
     at.text_input(key="filter_text").input("").run()  # any later click: what the page says must still be there
     status = next(d.value for d in at.dataframe if "pages" in d.value.columns).set_index("paper")
     assert status.loc["notes", "status"] == "empty file" and status.loc[Path(paper[0]).stem, "status"] == "ok"
-    assert any(w.value.startswith("notes (notes.txt): empty file") for w in at.warning)
+    assert any(w.startswith("notes (notes.txt): empty file") for w in said(at.warning))
     book = load_workbook(io.BytesIO(at.session_state["downloads"][".xlsx"]))
     rows = {r[0]: r[2] for r in book["papers"].iter_rows(min_row=2, values_only=True)}
     assert rows == {Path(paper[0]).stem: "ok", "notes": "empty file"}
@@ -566,8 +580,48 @@ def test_a_review_started_here_continues_after_a_reload_with_its_own_papers_and_
     again.run()
     again.text_input(key="review_open_path").input(str(sheet.path))  # the papers left blank
     again.button(key="review_open").click().run()
-    assert not again.exception and not again.error, [e.value for e in again.error]
+    assert not again.exception and not again.error, said(again.error)
     assert again.radio(key=f"mark:{again.session_state['review_id']}:{row}").value == "wrong"
     commands = next(c.value for c in again.code if "mlpsych adapt" in c.value)
     texts, questions = (sheet.path.with_name(sheet.path.stem + end) for end in ("-texts.jsonl", "-questions.yaml"))
     assert f"--texts {texts}" in commands and f"--questions {questions}" in commands
+
+
+
+PIXEL = "![p](http://127.0.0.1:9/pixel.png)"  # a tracking pixel, as a markdown image
+
+
+def test_ids_a_jsonl_or_question_file_chose_are_shown_as_written_never_fetched(tmp_path, tiny_questions):
+    """A paper id or status from an uploaded .jsonl, or a model id from a question file, written as a markdown image
+    was rendered by the page's warnings and errors: the researcher's browser fetched its address (checked in
+    Chromium: a request to the pixel's host)."""
+    import json
+
+    from markdown_it import MarkdownIt
+
+    def on_the_page(at: AppTest) -> list[str]:
+        return [e.value for kind in ("markdown", "caption", "info", "warning", "error", "success")
+                for e in getattr(at, kind)]
+
+    hostile = tmp_path / "hostile.yaml"
+    hostile.write_text(f"questions:\n  - id: q1\n    text: Which methods were used?\n    models: ['{PIXEL}']\n",
+                       encoding="utf-8")
+    at = page(tmp_path, hostile)
+    upload(at, [("a.txt", b"We used random forests in R. " * 20, "text/plain")])
+    at.button(key="run").click().run()
+    assert not at.exception and at.error
+    shown = on_the_page(at)  # the model check's error names the model
+    at = page(tmp_path, tiny_questions)
+    at.multiselect(key="picked_questions").set_value(["q1"])
+    records = [{"id": f"paper {PIXEL}", "source_path": "x.pdf", "status": f"corrupt {PIXEL}"},
+               {"id": "good", "source_path": "good.txt", "text": "We used random forests in R. " * 20}]
+    upload(at, [("texts.jsonl", "\n".join(json.dumps(r) for r in records).encode("utf-8"), "application/json")])
+    at.button(key="run").click().run()
+    assert not at.exception
+    shown += on_the_page(at)  # the papers' status warnings
+    for markdown in shown:
+        rendered = MarkdownIt("commonmark").render(markdown)
+        assert "<img" not in rendered and "<a " not in rendered, rendered
+    texts = [as_shown(markdown) for markdown in shown]
+    assert any(f"reader {PIXEL} (size unknown to download): not on this machine" in t for t in texts), texts
+    assert any(f"paper {PIXEL} (x.pdf): corrupt {PIXEL}" in t for t in texts), texts

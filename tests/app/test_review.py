@@ -22,6 +22,17 @@ TEXT = ("Participants were 120 students. We used random forests to predict dropo
         "the caret package. Support vector machines served as a baseline.")
 
 
+def shown(markdown: str) -> str:
+    """Markdown of the page (an alert, a caption) as the browser shows it: its text, escapes resolved."""
+    import html
+    import re
+
+    from markdown_it import MarkdownIt
+
+    render = MarkdownIt("commonmark").enable("strikethrough")
+    return html.unescape(re.sub(r"<[^>]+>", "", render.render(markdown))).strip()
+
+
 def results_sheet(path: Path) -> Path:
     """A results workbook as `mlpsych run` writes it: three answers of one paper, with confidences."""
     doc = Document("A", TEXT, pages=[(0, len(TEXT))], source_path="/papers/A.pdf")
@@ -324,11 +335,6 @@ def test_the_page_offers_the_reread_with_the_runs_commands(tmp_path: Path, sheet
 def test_the_review_shows_a_papers_text_as_written(tmp_path: Path):
     """The review rendered answers and evidence as markdown: "b*PMP + th*firmsize" lost its asterisks to italics."""
     pytest.importorskip("streamlit")
-    import html
-    import re
-
-    from markdown_it import MarkdownIt
-
     text = "12. Results. The model was OPMi,j = a + b*PMPi,j + th*firmsize [1]."
     doc = Document("A", text, source_path="/papers/A.pdf")
     answer = "b*PMPi,j + th*firmsize"
@@ -339,11 +345,6 @@ def test_the_review_shows_a_papers_text_as_written(tmp_path: Path):
     texts = tmp_path / "texts.jsonl"
     write_jsonl([doc], texts)
     at = open_in_page(sheet, texts)
-    render = MarkdownIt("commonmark").enable("strikethrough")
-
-    def shown(markdown: str) -> str:
-        return html.unescape(re.sub(r"<[^>]+>", "", render.render(markdown))).strip()
-
     (line,) = [shown(m.value) for m in at.markdown if " · q1" in m.value]
     assert line.startswith(f"{answer} · q1 · confidence")
     assert text in [shown(c.value) for c in at.caption]
@@ -373,7 +374,7 @@ def test_a_sheet_that_cannot_be_written_is_said_and_the_coding_kept(tmp_path: Pa
     shutil.rmtree(share)
     at.radio(key=f"mark:{rid}:{rows['students']}").set_value("wrong").run()
     assert not at.exception
-    (error,) = [e.value for e in at.error]
+    (error,) = [shown(e.value) for e in at.error]
     assert error.startswith(f"Not saved in {sheet}: ") and "stays on this page" in error
     answers = load_workbook(io.BytesIO(at.session_state["review_sheet"].workbook_bytes()))["answers"]  # the download
     header = [c.value for c in answers[1]]
