@@ -193,7 +193,7 @@ def write_csv(result: RunResult, path: Path) -> None:
         writer = csv.DictWriter(f, fieldnames=ANSWER_COLUMNS)
         writer.writeheader()
         for row in answer_rows(result, final_only=True):
-            writer.writerow({k: _csv_text(v) for k, v in {**row, "models": "+".join(row["models"])}.items()})
+            writer.writerow({k: csv_text(v) for k, v in {**row, "models": "+".join(row["models"])}.items()})
 
 
 def write_xlsx(result: RunResult, path: Path) -> None:
@@ -265,9 +265,14 @@ def mark_choices(ws, column: int) -> None:
     ws.add_data_validation(choices)
 
 
-def _csv_text(value):
-    """Spreadsheet programs run CSV cells starting with = + @ as formulas: such text gets a leading apostrophe."""
-    return f"'{value}" if isinstance(value, str) and value[:1] in ("=", "+", "@") else value
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet program read a CSV cell as a formula
+
+
+def csv_text(value):
+    """Spreadsheet programs run CSV cells starting with = + - @ (or a tab or carriage return before them) as
+    formulas (``-2+3+cmd|' /C calc'!A0``): such text gets a leading apostrophe. Every CSV mlpsych writes (run, eval,
+    agree) passes its cells through here; numbers stay numbers."""
+    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
 EXCEL_CELL_LIMIT = 32_767  # characters; Excel calls a workbook with a longer cell damaged and cuts it on repair

@@ -231,12 +231,14 @@ def report_csv(precision: Sequence[PrecisionRow], coders: Sequence[str]) -> str:
     import csv
     import io
 
+    from mlpsych.export import csv_text  # question ids, models and stages come from the coded sheet
+
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["question", "model", "stage", "answers",
                      *[f"{kind}_{coder}" for coder in coders for kind in ("coded", "precision")]])
     for row in precision:
-        cells: list[Any] = [row.question, row.model, row.stage, row.n]
+        cells: list[Any] = [csv_text(row.question), csv_text(row.model), csv_text(row.stage), row.n]
         for coder in coders:
             p = row.precision[coder]
             cells += [row.coded[coder], "" if math.isnan(p) else f"{p:.6g}"]

