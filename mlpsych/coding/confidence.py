@@ -165,8 +165,14 @@ class Calibrator:
             if unknown or not (len(features) == len(data["weights"]) == len(data["mean"]) == len(data["scale"])):
                 raise CalibratorError(f"calibrator {source}: fitted on features {list(features)}, this version "
                                       f"knows {list(FEATURES)}")
-            return cls([float(w) for w in data["weights"]], float(data["intercept"]), list(data["mean"]),
-                       list(data["scale"]), dict(data.get("fitted_on") or {}), features)
+            weights, mean, scale = ([float(v) for v in data[key]] for key in ("weights", "mean", "scale"))
+            intercept = float(data["intercept"])
+            # a file from a shared reader folder is not trusted: text or NaN here failed or gave NaN confidences
+            # only after every paper was read
+            if not all(math.isfinite(v) for v in [intercept, *weights, *mean, *scale]) or min(scale) <= 0:
+                raise CalibratorError(f"calibrator {source}: not a calibrator file (its weights, intercept, means "
+                                      "and scales must be finite numbers, the scales above 0)")
+            return cls(weights, intercept, mean, scale, dict(data.get("fitted_on") or {}), features)
         except (ValueError, KeyError, TypeError) as error:  # JSON or numbers that do not parse
             raise CalibratorError(f"calibrator {source}: not a calibrator file ({error})") from None
 

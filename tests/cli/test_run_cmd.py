@@ -139,9 +139,17 @@ def reader_with_calibrator(tiny_models, folder: Path, calibrator: str, adapted_o
     return folder
 
 
+@pytest.mark.parametrize("broken", ["{not json", "text"], ids=["not-json", "text-for-numbers"])
 def test_a_broken_calibrator_of_a_models_folder_fails_before_any_paper_is_read(examples_dir, tiny_models, tmp_path,
-                                                                                capsys, monkeypatch):
-    reader = reader_with_calibrator(tiny_models, tmp_path / "reader", "{not json")
+                                                                                capsys, monkeypatch, broken):
+    """"text": a calibrator whose means are text (a shared folder's file edited or crafted) passed the check and
+    stopped the run after every paper was read, as a bug."""
+    from mlpsych.coding.confidence import Calibrator
+
+    calibrator = json.loads(Calibrator.load().to_json())
+    calibrator["mean"] = ["x"] * len(calibrator["mean"])
+    reader = reader_with_calibrator(tiny_models, tmp_path / "reader",
+                                    broken if broken.startswith("{") else json.dumps(calibrator))
     questions = tmp_path / "q.yaml"
     questions.write_text(
         "questions:\n"

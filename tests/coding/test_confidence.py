@@ -99,6 +99,21 @@ def test_bad_calibrator_files_are_refused(tmp_path):
         cf.Calibrator.load(tmp_path / "missing.json")
 
 
+@pytest.mark.parametrize("change", [{"mean": "x"}, {"weights": math.nan}, {"scale": 0.0}, {"scale": [1, 2]},
+                                    {"intercept": math.inf}], ids=["text", "nan", "zero-scale", "list", "inf"])
+def test_a_calibrator_whose_numbers_are_not_numbers_is_refused_when_loaded(tmp_path, change):
+    """A calibrator.json in a shared reader folder with text for a mean was loaded, then every run with that reader
+    stopped after reading all its papers with "UFuncTypeError ... this is a bug"; NaN, infinite weights or a zero
+    scale gave every answer a NaN confidence."""
+    data = json.loads(cf.Calibrator.load().to_json())
+    (key, value), = change.items()
+    data[key] = value if key == "intercept" else [value] * len(data[key])
+    path = tmp_path / "calibrator.json"
+    path.write_text(json.dumps(data))  # NaN and Infinity as Python's json writes them
+    with pytest.raises(cf.CalibratorError, match="calibrator.json: not a calibrator file"):
+        cf.Calibrator.load(path)
+
+
 def test_a_calibrator_fitted_on_fewer_features_predicts_from_those(tmp_path):
     """A file fitted before a feature was added (the 8 features of mlpsych before log_score) keeps loading and
     predicting as it did: it reads its own columns of the feature matrix."""
