@@ -371,7 +371,22 @@ def adapted_meta(reader_dir: str | Path) -> dict | None:
     section = meta.get(ADAPTED_KEY) if isinstance(meta, dict) else None
     if not isinstance(section, dict) or not isinstance(section.get("questions"), dict):
         return None
+    if not _well_formed(section):
+        log.warning("%s: its '%s' section is not as `mlpsych adapt` writes it; the folder is read as a plain reader",
+                    meta_path, ADAPTED_KEY)
+        return None
     return {**section, "written": meta.get("written")}
+
+
+def _well_formed(section: dict) -> bool:
+    """Whether what runs read of an ``adapted`` section has the types `mlpsych adapt` writes: a reader folder is
+    shared, and a hand-edited file ("q1": 5 for its counts) stopped the run after every paper was read, as a bug."""
+    options, source = section.get("options") or {}, section.get("source") or {}
+    coded = source.get("coded") or [] if isinstance(source, dict) else None
+    return (all(isinstance(c, dict) and isinstance(c.get("positive", 0), int) for c in section["questions"].values())
+            and isinstance(options, dict) and isinstance(options.get("min_answers", MIN_ANSWERS), int)
+            and isinstance(section.get("papers", []), list)
+            and isinstance(coded, list) and all(isinstance(c, str) for c in coded))
 
 
 def adapted_questions(reader_dir: str | Path) -> list[str] | None:

@@ -15,6 +15,7 @@ from mlpsych.coding.adapt import (
     adapt_settings,
     AdaptResult,
     adapted_questions,
+    describe_adapted,
     build_records,
     passages,
     summary_lines,
@@ -216,3 +217,21 @@ def test_questions_with_too_few_coded_answers_keep_their_base_reader(tmp_path: P
     (folder / META_FILE).write_text(json.dumps({"adapted": section}))
     with pytest.raises(AdaptError, match="no question had the 16 coded answers"):
         use_adapted(questions.select(["q1", "q3"]), [folder])
+
+
+@pytest.mark.parametrize("edit", [{"questions": {"q1": 5}}, {"options": {"min_answers": "16"}}, {"options": [16]},
+                                  {"source": {"coded": "sheet.xlsx"}}, {"source": {"coded": [1]}}, {"source": "x"}],
+                         ids=["counts", "min-text", "options-list", "coded-text", "coded-number", "source-text"])
+def test_a_hand_edited_adapted_section_is_read_as_a_plain_reader(tmp_path: Path, edit, caplog):
+    """A shared reader folder whose mlpsych_reader.json held "q1": 5 for its counts stopped `mlpsych run` after
+    every paper was read ("AttributeError: 'int' object has no attribute 'get' ... this is a bug"): the run sheet's
+    line about the reader read it."""
+    folder = tmp_path / "adapted"
+    folder.mkdir()
+    section = {"base_reader": "base", "papers": ["A", "B"], "questions": {"q1": {"positive": 20}},
+               "options": {"min_answers": 16}, "source": {"coded": ["sheet.xlsx"]}}
+    (folder / META_FILE).write_text(json.dumps({"adapted": section}))
+    assert adapted_questions(folder) == ["q1"] and "sheet.xlsx" in describe_adapted(folder)
+    (folder / META_FILE).write_text(json.dumps({"adapted": {**section, **edit}}))
+    assert adapted_questions(folder) is None and describe_adapted(folder) is None
+    assert "not as `mlpsych adapt` writes it" in caplog.text
