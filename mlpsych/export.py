@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
@@ -266,13 +267,16 @@ def mark_choices(ws, column: int) -> None:
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet program read a CSV cell as a formula
+_SIGNED_NUMBER = re.compile(r"[-+]\d+(?:[.,]\d+)*")  # "-0.23" as printed: a value, which no program runs
 
 
 def csv_text(value):
     """Spreadsheet programs run CSV cells starting with = + - @ (or a tab or carriage return before them) as
     formulas (``-2+3+cmd|' /C calc'!A0``): such text gets a leading apostrophe. Every CSV mlpsych writes (run, eval,
-    agree) passes its cells through here; numbers stay numbers."""
-    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+    agree) passes its cells through here; numbers stay numbers, a signed number quoted from a paper ("-0.23") too."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _SIGNED_NUMBER.fullmatch(value):
+        return f"'{value}"
+    return value
 
 
 EXCEL_CELL_LIMIT = 32_767  # characters; Excel calls a workbook with a longer cell damaged and cuts it on repair

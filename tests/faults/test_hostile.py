@@ -67,8 +67,8 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from mlpsych.dev.synth import SynthPaper, render_pdf
 
     folder = tmp_path_factory.mktemp("zoo")
-    for name in ("good.txt", "Müller et al 2020 (final).txt", "notes ..\\..\\escape.txt"):
-        (folder / name).write_text(GOOD, encoding="utf-8")
+    for n, name in enumerate(("good.txt", "Müller et al 2020 (final).txt", "notes ..\\..\\escape.txt")):
+        (folder / name).write_text(GOOD + f" Paper {n}.", encoding="utf-8")  # three papers, not one file thrice
     (folder / "latin1.txt").write_bytes(("Caf\xe9 study of na\xefve participants with random forests. " * 8)
                                         .encode("cp1252"))
     (folder / "long.txt").write_text(GOOD * 25, encoding="utf-8")  # ~25 papers' worth of text in one file
@@ -451,3 +451,7 @@ def test_every_csv_keeps_a_formula_from_a_paper_a_coded_sheet_or_a_gold_file_as_
     table = [TableRow(question=payload, model=payload, stage="extractive", metrics={"n": 1.0}) for payload in PAYLOADS]
     eval_csv = to_csv(table, ["n"])
     assert formula_cells(eval_csv) == [] and kept_as_text(eval_csv)
+    from mlpsych.export import csv_text  # a statistic quoted from a paper stays as printed
+
+    assert [csv_text(v) for v in ("-0.23", "+1.5", "-1,234", "-0.23 (SE = 0.1)")] == \
+        ["-0.23", "+1.5", "-1,234", "'-0.23 (SE = 0.1)"]
