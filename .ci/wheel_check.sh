@@ -62,6 +62,45 @@ assert run["setting reader.runtime"] == "onnxruntime" and run["reader_dtype"] ==
 assert book["answers"].max_row > 1
 print("wheel: ONNX Runtime readers (int8) answered from the installed wheel")
 PY
+# The page as installed (the wheel had none): without the app extra, one line saying how to add it (exit 2); with
+# it, the installed page renders in Streamlit's AppTest, and `mlpsych app` serves it (health checked, then stopped).
+set +e
+"$work/venv/bin/mlpsych" app --port 8599 2> err.txt
+code=$?
+set -e
+grep -q 'mlpsych\[app\]' err.txt && [ "$code" -eq 2 ] || { cat err.txt; exit 1; }
+"$work/venv/bin/pip" install --quiet "$(ls "$work"/dist/mlpsych-*.whl)[app]"
+"$work/venv/bin/python" - <<'PY'
+from streamlit.testing.v1 import AppTest
+from mlpsych.app import launch
+assert "site-packages" in str(launch.PAGE), launch.PAGE
+at = AppTest.from_file(str(launch.PAGE), default_timeout=60).run()
+assert not at.exception and at.title[0].value.startswith("mlpsych"), [e.value for e in at.exception]
+print("wheel: the installed page renders", launch.PAGE)
+PY
+port=$("$work/venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$work/venv/bin/mlpsych" app --port "$port" > app.log 2>&1 &
+app_pid=$!
+trap 'kill "$app_pid" 2>/dev/null; wait "$app_pid" 2>/dev/null; rm -rf "$work"' EXIT
+"$work/venv/bin/python" - "$port" "$app_pid" <<'PY' || { cat app.log; exit 1; }
+import os, sys, time, urllib.request
+port, pid = sys.argv[1], int(sys.argv[2])
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    try:
+        with urllib.request.urlopen(f"http://localhost:{port}/_stcore/health", timeout=2) as response:
+            assert response.read() == b"ok"
+            print(f"wheel: mlpsych app answered on port {port}")
+            break
+    except OSError:
+        os.kill(pid, 0)  # still running, else the server exited: fail
+        time.sleep(0.5)
+else:
+    sys.exit("mlpsych app did not answer within 60 s")
+PY
+kill -INT "$app_pid"
+wait "$app_pid"  # Ctrl-C stops it with exit code 0
+trap 'rm -rf "$work"' EXIT
 # The coding loop as installed: the tiny BERT adapted on the examples' hand coding (its calibrator cross-fitted by
 # fold readers), then a run that reads with it and says so in its run sheet.
 "$work/venv/bin/mlpsych" adapt --reader "$work/tiny/bert" --texts papers --gold "$repo/examples/gold.json" \
@@ -83,4 +122,4 @@ set +e
 code=$?
 set -e
 grep -q "these models are needed and not available" err.txt && [ "$code" -eq 2 ] || { cat err.txt; exit 1; }
-echo "wheel: ok (installed outside the checkout, ran the library, tiny models, ONNX Runtime readers and an adapted reader)"
+echo "wheel: ok (installed outside the checkout, ran the library, tiny models, ONNX Runtime readers, an adapted reader and the page)"

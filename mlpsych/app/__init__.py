@@ -1,4 +1,5 @@
-"""The Streamlit app as plain, testable modules; the page itself is ``app.py`` at the repository root.
+"""The Streamlit app: the page (``page``, which ships in the package; ``mlpsych app`` runs it with ``launch``, a
+checkout's ``app.py`` too) over plain, testable modules.
 
 ``logic`` (uploads, question templates and the form, presets), ``preflight`` (are the run's models here?),
 ``runner`` (one run, as a record), ``estimate`` (progress and time left from the pipeline's events), ``results``

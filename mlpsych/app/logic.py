@@ -1,4 +1,5 @@
-"""What the Streamlit app does, as plain functions: the page (``app.py``) only lays out widgets and calls these.
+"""What the Streamlit app does, as plain functions: the page (:mod:`mlpsych.app.page`) only lays out widgets and
+calls these.
 
 Keeping the logic here makes it unit-testable without a browser: file-name sanitizing and saving uploads,
 question templates (load, fill the form from one, build one from the form, validate with the project's loader and
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from mlpsych.questions import QuestionTemplate
     from mlpsych.settings import RunSettings
 
-# Keep in step with server.maxUploadSize in .streamlit/config.toml (Streamlit enforces it per file, in MB).
+# Streamlit enforces it per file, in MB: server.maxUploadSize of .streamlit/config.toml and of `mlpsych app`.
 MAX_UPLOAD_MB = 200
 MAX_NAME_LENGTH = 100
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -18,7 +18,7 @@ from pathlib import Path
 from mlpsych.errors import UserError, bug_report, one_line
 
 # Sub-command modules in the order data flows; each defines add_parser(subparsers) which sets func=run.
-COMMANDS = ("ingest", "run", "eval", "agree", "calibrate", "adapt", "dev")
+COMMANDS = ("ingest", "run", "eval", "agree", "calibrate", "adapt", "app", "dev")
 
 
 class Parser(argparse.ArgumentParser):

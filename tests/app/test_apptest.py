@@ -15,6 +15,8 @@ pytest.importorskip("streamlit")
 from openpyxl import load_workbook  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from mlpsych.app import launch  # noqa: E402
+
 APP = Path(__file__).resolve().parents[2] / "app.py"
 TIMEOUT = 240
 
@@ -25,9 +27,10 @@ def _templates(tmp_path, monkeypatch, tiny_models_dir):
     monkeypatch.setenv("MLPSYCH_TINY_DIR", str(tiny_models_dir))  # the demo button reuses the tests' tiny models
 
 
-def page(tmp_path: Path, questions: Path | None = None) -> AppTest:
-    """The page with a private cache, the fast preset, no LLM (slow on CPU) and optionally a question file."""
-    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+def page(tmp_path: Path, questions: Path | None = None, script: Path = APP) -> AppTest:
+    """The page with a private cache, the fast preset, no LLM (slow on CPU) and optionally a question file;
+    ``script``: the checkout's app.py, or the page that ships in the package."""
+    at = AppTest.from_file(str(script), default_timeout=TIMEOUT)
     at.run()
     assert not at.exception
     at.sidebar.text_input(key="cache_dir").input(str(tmp_path / "cache"))
@@ -93,8 +96,10 @@ def captions(at: AppTest) -> list[str]:
     return said(at.caption)
 
 
-def test_page_loads_and_states_limits(tmp_path):
-    at = page(tmp_path)
+@pytest.mark.parametrize("script", [APP, launch.PAGE], ids=["checkout app.py", "installed page"])
+def test_page_loads_and_states_limits(tmp_path, script):
+    """The checkout's app.py and the page `mlpsych app` runs from an installed mlpsych (the wheel had no page)."""
+    at = page(tmp_path, script=script)
     assert at.title[0].value.startswith("mlpsych")
     assert any("200 MB" in c for c in captions(at))
     assert "200 MB" in at.file_uploader(key="uploads").label

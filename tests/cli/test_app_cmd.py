@@ -1,0 +1,100 @@
+"""`mlpsych app`: the page that ships in the package, started with Streamlit from an installed mlpsych (the wheel had
+no page, and no command to start one)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import mlpsych
+from mlpsych.app import launch
+from mlpsych.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def options(args: list[str]) -> dict[str, str]:
+    """`--name value` pairs of a `streamlit run` argument list."""
+    assert args[:2] == ["run", str(launch.PAGE)] and len(args) % 2 == 0, args
+    return {name.removeprefix("--"): value for name, value in zip(args[2::2], args[3::2])}
+
+
+def test_the_page_ships_inside_the_package():
+    package = Path(mlpsych.__file__).parent
+    assert launch.PAGE == package / "app" / "page.py" and launch.PAGE.is_file()
+    assert "from mlpsych.app.page import main" in (REPO / "app.py").read_text(encoding="utf-8")  # no second copy
+
+
+def test_port_and_address_reach_streamlit():
+    args = build_parser().parse_args(["app", "--port", "8600", "--host", "0.0.0.0"])
+    assert (args.port, args.address) == (8600, "0.0.0.0")
+    assert build_parser().parse_args(["app", "--address", "127.0.0.1"]).address == "127.0.0.1"
+    given = options(launch.streamlit_args(args.port, args.address))
+    assert (given["server.port"], given["server.address"]) == ("8600", "0.0.0.0")
+
+
+def test_by_default_streamlit_picks_the_port():
+    args = build_parser().parse_args(["app"])
+    given = options(launch.streamlit_args(args.port, args.address))
+    assert "server.port" not in given  # Streamlit then takes 8501 or the next free one
+    assert given["server.maxUploadSize"] == str(launch.SERVER_OPTIONS["server.maxUploadSize"])
+    assert given["browser.gatherUsageStats"] == "false" and given["server.headless"] == "true"
+
+
+@pytest.mark.parametrize("port", ["0", "70000", "web"])
+def test_a_bad_port_is_one_line(port, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["app", "--port", port])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a port number (1-65535)" in err[0], err
+
+
+@pytest.mark.parametrize("missing", ["streamlit", "pandas"])
+def test_without_the_app_extra_one_line_says_what_to_install(missing, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, missing, None)  # as if not installed: find_spec and import see nothing
+    assert main(["app"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f'mlpsych: error: mlpsych app needs {missing}, which is not installed: pip install "mlpsych[app]"']
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_mlpsych_app_serves_the_page_and_ctrl_c_stops_it(tmp_path):
+    """The command as a researcher runs it, outside the checkout: the page answers, and Ctrl-C (sent to the
+    terminal's process group) stops the server with exit code 0, leaving nothing running."""
+    pytest.importorskip("streamlit")
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MLPSYCH_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "mlpsych.cli", "app", "--port", str(port)], cwd=tmp_path,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, health = time.monotonic() + 90, None
+        while health is None and time.monotonic() < deadline and process.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://localhost:{port}/_stcore/health", timeout=2) as response:
+                    health = response.read().decode()
+            except OSError:
+                time.sleep(0.5)
+        assert health == "ok", process.poll()
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    output = process.stdout.read().decode()
+    assert f"localhost:{port}" in output and "Traceback" not in output, output
