@@ -17,9 +17,10 @@ log = logging.getLogger(__name__)
 
 PAGE = Path(__file__).with_name("page.py")
 INSTALL_HELP = 'pip install "mlpsych[app]"'
-# The server as the checkout's .streamlit/config.toml sets it (a test keeps the two equal): no browser opened by the
-# server, no file watching, no telemetry.
+# The server as the checkout's .streamlit/config.toml sets it (a test keeps the two equal): only this machine can
+# open the page (it reads any folder here), no browser opened by the server, no file watching, no telemetry.
 SERVER_OPTIONS: dict[str, object] = {
+    "server.address": "localhost",
     "server.maxUploadSize": MAX_UPLOAD_MB,
     "server.headless": True,
     "server.fileWatcherType": "none",

@@ -25,7 +25,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--port", type=port_number, default=None,
                    help="port to listen on (default: 8501, or the next free one)")
     p.add_argument("--address", "--host", dest="address", default=None,
-                   help="address to listen on (default: Streamlit's, every network interface)")
+                   help="address to listen on (default: localhost, only this machine; 0.0.0.0 lets other machines "
+                        "open the page, and with it read any folder this machine can)")
     p.set_defaults(func=run)
 
 

@@ -98,7 +98,7 @@ def test_papers_in_folder(tmp_path):
 
 def test_config_upload_limit_matches_the_page():
     """The checkout's .streamlit/config.toml and `mlpsych app` (an installed mlpsych has no such file) set the same
-    server: the upload limit the page states, no telemetry."""
+    server: the upload limit the page states, only this machine, no telemetry."""
     import tomllib
 
     from mlpsych.app.launch import SERVER_OPTIONS
@@ -107,6 +107,7 @@ def test_config_upload_limit_matches_the_page():
     flat = {f"{section}.{name}": value for section, options in config.items() for name, value in options.items()}
     assert flat == SERVER_OPTIONS
     assert config["server"]["maxUploadSize"] == logic.MAX_UPLOAD_MB
+    assert config["server"]["address"] == "localhost"
     assert config["browser"]["gatherUsageStats"] is False
 
 

@@ -41,10 +41,11 @@ def test_port_and_address_reach_streamlit():
     assert (given["server.port"], given["server.address"]) == ("8600", "0.0.0.0")
 
 
-def test_by_default_streamlit_picks_the_port():
+def test_by_default_only_this_machine_and_streamlit_picks_the_port():
     args = build_parser().parse_args(["app"])
     given = options(launch.streamlit_args(args.port, args.address))
     assert "server.port" not in given  # Streamlit then takes 8501 or the next free one
+    assert given["server.address"] == "localhost"
     assert given["server.maxUploadSize"] == str(launch.SERVER_OPTIONS["server.maxUploadSize"])
     assert given["browser.gatherUsageStats"] == "false" and given["server.headless"] == "true"
 
@@ -66,6 +67,17 @@ def test_without_the_app_extra_one_line_says_what_to_install(missing, monkeypatc
     assert err == [f'mlpsych: error: mlpsych app needs {missing}, which is not installed: pip install "mlpsych[app]"']
 
 
+def _outward_address() -> str | None:
+    """This machine's address on its network (not loopback), or None where it has none."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the interface a route would use
+        except OSError:
+            return None
+        address = s.getsockname()[0]
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -74,8 +86,9 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_mlpsych_app_serves_the_page_and_ctrl_c_stops_it(tmp_path):
-    """The command as a researcher runs it, outside the checkout: the page answers, and Ctrl-C (sent to the
-    terminal's process group) stops the server with exit code 0, leaving nothing running."""
+    """The command as a researcher runs it, outside the checkout: the page answers here, not to other machines of
+    the network (Streamlit's default listened on every interface), and Ctrl-C (sent to the terminal's process
+    group) stops the server with exit code 0, leaving nothing running."""
     pytest.importorskip("streamlit")
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "MLPSYCH_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
@@ -90,6 +103,10 @@ def test_mlpsych_app_serves_the_page_and_ctrl_c_stops_it(tmp_path):
             except OSError:
                 time.sleep(0.5)
         assert health == "ok", process.poll()
+        outward = _outward_address()
+        if outward:
+            with pytest.raises(OSError):
+                socket.create_connection((outward, port), timeout=5).close()
         os.killpg(process.pid, signal.SIGINT)
         assert process.wait(timeout=30) == 0
     finally:
