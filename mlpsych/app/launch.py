@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from mlpsych.app.logic import MAX_UPLOAD_MB
-from mlpsych.errors import UserError
+from mlpsych.errors import UserError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -60,4 +60,9 @@ def serve(port: int | None = None, address: str | None = None) -> int:
 
     args = streamlit_args(port, address)
     log.debug("streamlit %s", " ".join(args))
-    return int(streamlit_cli.main(args=args, prog_name="streamlit", standalone_mode=False) or 0)
+    try:
+        return int(streamlit_cli.main(args=args, prog_name="streamlit", standalone_mode=False) or 0)
+    except OSError as error:  # the server cannot listen there: a name that is no host, another machine's address
+        where = address or SERVER_OPTIONS["server.address"]
+        raise UserError(f"cannot start the page on {where}: {error.strerror or one_line(error)}; --address takes "
+                        "a name or address of this machine (localhost, or 0.0.0.0 for every interface)") from None

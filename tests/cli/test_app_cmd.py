@@ -67,6 +67,21 @@ def test_without_the_app_extra_one_line_says_what_to_install(missing, monkeypatc
     assert err == [f'mlpsych: error: mlpsych app needs {missing}, which is not installed: pip install "mlpsych[app]"']
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("address", ["198.51.100.7", "nosuch.invalid"])  # another machine's address; no host
+def test_an_address_the_page_cannot_listen_on_is_one_line(address, tmp_path):
+    """Was "gaierror: Name or service not known" / "OSError: Cannot assign requested address", called a bug in
+    mlpsych. (A process of its own: Streamlit's start changes sys.argv and its config for the whole process.)"""
+    pytest.importorskip("streamlit")
+    done = subprocess.run([sys.executable, "-m", "mlpsych.cli", "app", "--address", address, "--port",
+                           str(_free_port())], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"mlpsych: error: cannot start the page on {address}: ") and "--address takes" in error
+    assert "bug" not in done.stderr
+
+
 def _outward_address() -> str | None:
     """This machine's address on its network (not loopback), or None where it has none."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
