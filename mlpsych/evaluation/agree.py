@@ -223,7 +223,24 @@ def report_markdown(precision: Sequence[PrecisionRow], kappas: Sequence[KappaRow
         for k in kappas:
             lines.append(f"| {k.coder_a} vs {k.coder_b} | {k.question} | {k.n} | {_fmt(k.agreement)} "
                          f"| {_fmt(k.kappa)} |")
+    notes = _dash_notes(precision, kappas)
+    if notes:
+        lines += ["", *notes]
     return "\n".join(lines) + "\n"
+
+
+def _dash_notes(precision: Sequence[PrecisionRow], kappas: Sequence[KappaRow]) -> list[str]:
+    """What each "–" of the report means: a figure that cannot be computed is shown as none, and a reader of the
+    report (or a reviewer of the paper) must know why rather than take it for a missing or zero value."""
+    notes = []
+    if any(math.isnan(p) for row in precision for p in row.precision.values()):
+        notes.append("– under precision: that coder marked none of these answers.")
+    if any(k.n == 0 for k in kappas):
+        notes.append("– where both coded is 0: the two coders marked none of the same answers.")
+    if any(k.n and math.isnan(k.kappa) for k in kappas):
+        notes.append("– under Cohen's kappa with answers both coded: kappa is undefined, both coders gave all of "
+                     "them one and the same mark (chance agreement is total); report the agreement instead.")
+    return notes
 
 
 def report_csv(precision: Sequence[PrecisionRow], coders: Sequence[str]) -> str:

@@ -213,3 +213,32 @@ def test_a_second_coder_column_named_like_the_first_is_refused(tmp_path):
     book.save(path)
     with pytest.raises(UserError, match=r"two columns named alike \('correct' in columns F and I\): rename one"):
         _run_cli(["agree", str(path)])
+
+
+def test_a_dash_in_the_report_says_why(tmp_path, capsys):
+    """Two coders who marked every answer "yes" got kappa "–" (undefined: chance agreement is total) with no word,
+    as did a precision nobody coded and a pair with no answer in common: the report now says what each means."""
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "answers"
+    sheet.append(["paper_id", "question_id", "answer", "stage", "models", "correct", "correct_2", "correct_3"])
+    for paper in ("p1", "p2", "p3"):
+        sheet.append([paper, "q1", "an answer", "extractive", "deberta", "yes", "yes", None])
+    sheet.append(["p4", "q2", "an answer", "extractive", "deberta", None, None, "no"])
+    path = tmp_path / "coded.xlsx"
+    book.save(path)
+    assert _run_cli(["agree", str(path)]) == 0
+    out = capsys.readouterr().out
+    first_pair = next(line for line in out.splitlines() if line.startswith("| correct vs correct_2 | q1 "))
+    assert first_pair.split("|")[3:6] == [" 3 ", " 1.000 ", " – "]
+    assert "kappa is undefined, both coders gave all of them one and the same mark" in out
+    assert "that coder marked none of these answers" in out
+    assert "the two coders marked none of the same answers" in out
+
+
+def test_a_report_without_a_dash_has_no_note(tmp_path, capsys):
+    """The notes explain a "–"; a report with none has none of them."""
+    codings, coders = agree.read_codings(_write(tmp_path))
+    codings = [c for c in codings if c.question == "q1"]
+    text = agree.report_markdown(agree.precision_table(codings, coders), agree.kappa_table(codings, coders), coders)
+    assert "–" not in text
