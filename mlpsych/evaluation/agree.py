@@ -4,7 +4,8 @@ A researcher marks each exported answer correct or not in the ``correct`` column
 ``correct_2`` or any ``correct_<name>``). Precision is the share of coded answers marked correct, by
 question, model and stage; an answer counts for the same table rows as in ``mlpsych eval`` (ensemble rows
 for ``combined``; a normalized answer for each model whose output held it and for ``combined``). The
-``all`` rows count each answer once. An answer a coder corrected (``corrected_answer``, a second coder's
+``all`` rows count each of the tool's answers once; an ``ungrounded`` item (an LLM's, not found in the paper, never
+one of the paper's answers and never scored by ``mlpsych eval``) has its own rows but is not in them. An answer a coder corrected (``corrected_answer``, a second coder's
 ``corrected_answer_2``) without marking it counts as marked wrong. Answers a coder added (stage ``coder``, marked
 correct by the review view) are not the tool's answers and are left out: counted, they would raise its precision.
 Cohen's kappa is computed for every pair of coder columns over the answers both coded.
@@ -135,16 +136,18 @@ class PrecisionRow:
 
 
 def precision_table(codings: Sequence[Coding], coders: Sequence[str]) -> list[PrecisionRow]:
-    """Precision by question, model and stage, then an ``all`` row per question and one overall."""
+    """Precision by question, model and stage, then an ``all`` row per question and one overall (of the tool's
+    answers: ungrounded items left out, see the module docstring)."""
     keys = list(dict.fromkeys((c.question, m, c.stage) for c in codings for m in c.models))
     keys.sort(key=lambda k: (k[0], k[1] == "combined", k[1], k[2]))
     groups: list[tuple[str, str, str, list[Coding]]] = []
+    answers = [c for c in codings if c.stage != AnswerStage.UNGROUNDED.value]
     for question in dict.fromkeys(k[0] for k in keys):
         for key in (k for k in keys if k[0] == question):
             members = [c for c in codings if c.question == key[0] and key[1] in c.models and c.stage == key[2]]
             groups.append((*key, members))
-        groups.append((question, ALL, "", [c for c in codings if c.question == question]))
-    groups.append((ALL, ALL, "", list(codings)))
+        groups.append((question, ALL, "", [c for c in answers if c.question == question]))
+    groups.append((ALL, ALL, "", answers))
     return [_precision_row(q, m, s, members, coders) for q, m, s, members in groups]
 
 

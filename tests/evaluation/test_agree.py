@@ -242,3 +242,21 @@ def test_a_report_without_a_dash_has_no_note(tmp_path, capsys):
     codings = [c for c in codings if c.question == "q1"]
     text = agree.report_markdown(agree.precision_table(codings, coders), agree.kappa_table(codings, coders), coders)
     assert "–" not in text
+
+
+def test_ungrounded_items_have_their_own_rows_but_are_not_the_tools_answers(tmp_path):
+    """The answers sheet keeps an LLM's items not found in the paper (stage "ungrounded", never a paper's answer,
+    never scored by `mlpsych eval`) for review; coders marking them wrong lowered the tool's `all` precision (q1 all
+    4/8 where the tool's answers were 4/6 right)."""
+    path = _write(tmp_path)
+    book = openpyxl.load_workbook(path)
+    for _ in range(2):
+        book["answers"].append(["p1", "q1", "SVM", "ungrounded", "deberta", "no", None, None, "no"])
+    book.save(path)
+    codings, coders = agree.read_codings(path)
+    precision = {(r.question, r.model, r.stage): r for r in agree.precision_table(codings, coders)}
+    assert precision[("q1", "all", "")].precision["correct"] == pytest.approx(4 / 6)
+    assert precision[("all", "all", "")].n == 10
+    assert precision[("all", "all", "")].precision["correct_2"] == pytest.approx(5 / 9)
+    ungrounded = precision[("q1", "deberta", "ungrounded")]
+    assert ungrounded.n == 2 and ungrounded.precision["correct"] == 0.0
