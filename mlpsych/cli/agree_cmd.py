@@ -16,7 +16,9 @@ def add_parser(subparsers) -> None:
         "agree", help="precision and coder agreement from a coded spreadsheet",
         description="Read the 'answers' sheet after coders marked answers correct (column 'correct', a second coder "
                     "in 'correct_2' or 'correct_<name>'): precision by question and model, Cohen's kappa per pair.")
-    p.add_argument("coded", type=Path, help="the .xlsx written by `mlpsych run`, with the coder columns filled in")
+    # nargs="+": coders who each coded a copy give both, and are told how to compare them (not "unrecognized")
+    p.add_argument("coded", type=Path, nargs="+",
+                   help="the .xlsx written by `mlpsych run`, with the coder columns filled in")
     p.add_argument("--out", type=Path, default=None, help="write the report: a .md or .csv (precision table) file")
     p.set_defaults(func=run)
 
@@ -25,6 +27,12 @@ def run(args: argparse.Namespace) -> int:
     from mlpsych.evaluation import agree
     from mlpsych.evaluation.evaluate import EvalInputError
 
+    if len(args.coded) > 1:
+        raise UserError(f"{len(args.coded)} sheets given: agree compares coders within one sheet. Copy each other "
+                        "coder's 'correct' column (and 'corrected_answer') into the first sheet beside its own, as "
+                        "'correct_<name>' (and 'corrected_answer_<name>'), with the rows in the same order; then give "
+                        "that sheet alone")
+    args.coded = args.coded[0]
     if args.coded.suffix.lower() not in (".xlsx", ".xlsm"):
         raise UserError(f"{args.coded}: expected an .xlsx workbook")
     try:

@@ -260,3 +260,15 @@ def test_ungrounded_items_have_their_own_rows_but_are_not_the_tools_answers(tmp_
     assert precision[("all", "all", "")].precision["correct_2"] == pytest.approx(5 / 9)
     ungrounded = precision[("q1", "deberta", "ungrounded")]
     assert ungrounded.n == 2 and ungrounded.precision["correct"] == 0.0
+
+
+def test_two_coders_sheets_given_together_are_told_how_to_compare(tmp_path):
+    """Coders who each coded a copy of the sheet, given as `mlpsych agree a.xlsx b.xlsx`, got argparse's
+    "unrecognized arguments" and no word on how to get their kappa."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    paths = [str(_write(first)), str(_write(second))]
+    with pytest.raises(UserError, match=r"2 sheets given: .*as 'correct_<name>'.*give that sheet alone"):
+        _run_cli(["agree", *paths])
+    assert _run_cli(["agree", paths[0]]) == 0
