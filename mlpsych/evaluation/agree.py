@@ -4,8 +4,9 @@ A researcher marks each exported answer correct or not in the ``correct`` column
 ``correct_2`` or any ``correct_<name>``). Precision is the share of coded answers marked correct, by
 question, model and stage; an answer counts for the same table rows as in ``mlpsych eval`` (ensemble rows
 for ``combined``; a normalized answer for each model whose output held it and for ``combined``). The
-``all`` rows count each of the tool's answers once; an ``ungrounded`` item (an LLM's, not found in the paper, never
-one of the paper's answers and never scored by ``mlpsych eval``) has its own rows but is not in them. An answer a coder corrected (``corrected_answer``, a second coder's
+``all`` rows count each of the tool's answers once; an ``ungrounded`` item (an LLM's, not found in the paper, not
+one of the paper's answers unless the run kept them, as ``--preset reference`` does) has its own rows but is not in
+them. An answer a coder corrected (``corrected_answer``, a second coder's
 ``corrected_answer_2``) without marking it counts as marked wrong. Answers a coder added (stage ``coder``, marked
 correct by the review view) are not the tool's answers and are left out: counted, they would raise its precision.
 Cohen's kappa is computed for every pair of coder columns over the answers both coded.
@@ -71,6 +72,7 @@ class Coding:
     models: list[str]
     stage: str
     marks: dict[str, bool | None]
+    final: bool = True  # one of the paper's answers; an ungrounded item is, only where the run kept them
 
 
 def read_codings(path: str | Path) -> tuple[list[Coding], list[str]]:
@@ -94,8 +96,19 @@ def read_codings(path: str | Path) -> tuple[list[Coding], list[str]]:
         question = str(row.get("question_id") or "").strip()
         stage = str(row.get("stage") or "").strip().lower()
         groups = row_groups(row, "normalized" if stage != "extractive" else stage, len(models_of[question]) > 1)
-        codings.append(Coding(question, groups, stage, marks))
+        codings.append(Coding(question, groups, stage, marks, _final(row, stage)))
     return codings, coders
+
+
+def _final(row: dict[str, Any], stage: str) -> bool:
+    """Whether a row is one of the paper's answers: its ``final`` cell, else (a sheet without one) any row but an
+    ungrounded item. A run that keeps ungrounded items (the reference preset) writes them as final."""
+    value = row.get("final")
+    if isinstance(value, bool):
+        return value
+    if str(value or "").strip().lower() in ("true", "false", "1", "0"):
+        return str(value).strip().lower() in ("true", "1")
+    return stage != AnswerStage.UNGROUNDED.value
 
 
 def _mark(row: dict[str, Any], coder: str) -> bool | None:
@@ -141,7 +154,7 @@ def precision_table(codings: Sequence[Coding], coders: Sequence[str]) -> list[Pr
     keys = list(dict.fromkeys((c.question, m, c.stage) for c in codings for m in c.models))
     keys.sort(key=lambda k: (k[0], k[1] == "combined", k[1], k[2]))
     groups: list[tuple[str, str, str, list[Coding]]] = []
-    answers = [c for c in codings if c.stage != AnswerStage.UNGROUNDED.value]
+    answers = [c for c in codings if c.final]
     for question in dict.fromkeys(k[0] for k in keys):
         for key in (k for k in keys if k[0] == question):
             members = [c for c in codings if c.question == key[0] and key[1] in c.models and c.stage == key[2]]

@@ -272,3 +272,16 @@ def test_two_coders_sheets_given_together_are_told_how_to_compare(tmp_path):
     with pytest.raises(UserError, match=r"2 sheets given: .*as 'correct_<name>'.*give that sheet alone"):
         _run_cli(["agree", *paths])
     assert _run_cli(["agree", paths[0]]) == 0
+
+
+def test_ungrounded_items_a_run_kept_as_answers_count_for_its_precision():
+    """`--preset reference` keeps ungrounded items as final answers (the released code did): there they are the
+    tool's answers and count in the `all` rows; the sheet's `final` column says which."""
+    right = agree.Coding("q1", ["m"], "normalized", {"correct": True})
+    kept = agree.Coding("q1", ["m"], "ungrounded", {"correct": False}, final=True)
+    apart = agree.Coding("q1", ["m"], "ungrounded", {"correct": False}, final=False)
+    assert [agree._final({"final": v}, "ungrounded") for v in (True, "TRUE", "False", None)] == \
+        [True, True, False, False]
+    for codings, expected in (([right, kept], 0.5), ([right, apart], 1.0)):
+        rows = {(r.question, r.model): r for r in agree.precision_table(codings, ["correct"])}
+        assert rows[("q1", "all")].precision["correct"] == pytest.approx(expected)
