@@ -64,10 +64,10 @@ def cached_commit(repo_id: str) -> str | None:
 
 
 @contextmanager
-def cache_faults(path: Path, doing: str) -> Iterator[None]:
+def cache_faults(path: Path, doing: str, what: str = "the result cache") -> Iterator[None]:
     """A cache that cannot be used (no room, a folder that takes no file, a damaged file) as one ``CacheError``
     saying what to do: caught per paper, a full disk made every paper's status an SQLite error and dropped the
-    answers it had just computed."""
+    answers it had just computed. ``what`` names the cached thing (an ONNX export is kept there too)."""
     try:
         yield
     except (OSError, sqlite3.Error) as error:
@@ -75,7 +75,7 @@ def cache_faults(path: Path, doing: str) -> Iterator[None]:
         damaged = isinstance(error, sqlite3.DatabaseError) and not isinstance(error, sqlite3.OperationalError)
         fix = ("delete it (its results are computed again)" if damaged
                else "free space there or make it writable")
-        raise CacheError(f"the result cache {path} cannot be {doing} ({reason}): {fix}, or choose another cache "
+        raise CacheError(f"{what} {path} cannot be {doing} ({reason}): {fix}, or choose another cache "
                          f"folder (--cache or $MLPSYCH_CACHE); results stored before are kept, rerun to resume") from None
 
 

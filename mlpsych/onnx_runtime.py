@@ -134,25 +134,28 @@ def export_model(model_id: str, folder: Path, with_types: bool) -> None:
     whole, so a crash or a second process never leaves half a file."""
     import torch
 
+    from mlpsych.cache import cache_faults
     from mlpsych.models import load_qa_model
 
     model = load_qa_model(model_id, "cpu", torch.float32)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with _work_folder(folder.parent, ".export-") as work:
-        ids = torch.ones((2, 16), dtype=torch.long)
-        args = (ids, torch.ones_like(ids)) + ((torch.zeros_like(ids),) if with_types else ())
-        names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
-        log.info("exporting %s to ONNX once (cached in %s)", model_id, folder)
-        with torch.inference_mode(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the exporter's notices on traced shapes and its own deprecation
-            torch.onnx.export(_logits_module(model, with_types), args, work / FP32_FILE, input_names=names,
-                              output_names=["start_logits", "end_logits"], opset_version=OPSET, dynamo=False,
-                              dynamic_axes={name: {0: "batch", 1: "tokens"} for name in names})
-        try:
-            os.rename(work, folder)
-        except OSError:  # another process exported it meanwhile: theirs is the same
-            if not (folder / FP32_FILE).is_file():
-                raise
+    # A cache folder that takes no file (read-only, full, a file in its place) ended the run as "a bug in mlpsych"
+    with cache_faults(folder, "written", what=f"the ONNX export of {model_id}"):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with _work_folder(folder.parent, ".export-") as work:
+            ids = torch.ones((2, 16), dtype=torch.long)
+            args = (ids, torch.ones_like(ids)) + ((torch.zeros_like(ids),) if with_types else ())
+            names = ["input_ids", "attention_mask"] + (["token_type_ids"] if with_types else [])
+            log.info("exporting %s to ONNX once (cached in %s)", model_id, folder)
+            with torch.inference_mode(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the exporter's notices on traced shapes and its own deprecation
+                torch.onnx.export(_logits_module(model, with_types), args, work / FP32_FILE, input_names=names,
+                                  output_names=["start_logits", "end_logits"], opset_version=OPSET, dynamo=False,
+                                  dynamic_axes={name: {0: "batch", 1: "tokens"} for name in names})
+            try:
+                os.rename(work, folder)
+            except OSError:  # another process exported it meanwhile: theirs is the same
+                if not (folder / FP32_FILE).is_file():
+                    raise
 
 
 def quantize_export(folder: Path) -> None:
@@ -162,8 +165,10 @@ def quantize_export(folder: Path) -> None:
     would share) and moved into place whole."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    from mlpsych.cache import cache_faults
+
     head = [n for n in _matmul_nodes(folder / FP32_FILE) if "qa_outputs" in n]
-    with _work_folder(folder, ".int8-") as work:
+    with cache_faults(folder, "written", what="the int8 ONNX export"), _work_folder(folder, ".int8-") as work:
         source = work / FP32_FILE
         try:
             os.link(folder / FP32_FILE, source)  # the same file under a private name: nothing copied

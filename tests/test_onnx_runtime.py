@@ -208,3 +208,21 @@ def test_cache_fields_name_the_runtime_and_its_own_auto(monkeypatch):
     assert ReaderSettings(runtime="onnxruntime", dtype="int8").cache_fields()["dtype"] == "qint8"
     assert {k: v for k, v in ort.items() if k not in ("runtime", "dtype")} == \
         {k: v for k, v in torch_fields.items() if k != "dtype"}
+
+
+def test_a_cache_folder_that_takes_no_export_is_one_clear_error(tiny_models, tiny_questions, examples_dir, tmp_path,
+                                                                  monkeypatch, capsys):
+    """A cache folder that is read-only, full or has a file where the exports go ended the run with
+    'NotADirectoryError ... this is a bug in mlpsych'."""
+    from mlpsych.cli import main
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MLPSYCH_CACHE", str(cache))
+    cache.mkdir()
+    (cache / "onnx").write_text("a file where the exports' folder goes")
+    code = main(["run", str(examples_dir / "papers"), "--questions", str(tiny_questions), "--runtime", "onnxruntime",
+                 "--no-progress", "--no-normalize", "--out", str(tmp_path / "out.xlsx"), "--cache", str(cache)])
+    error = capsys.readouterr().err
+    assert code == 2 and "bug" not in error
+    assert f"the ONNX export of {tiny_models['deberta-v2']} {cache / 'onnx'}" in error
+    assert "free space there or make it writable" in error
