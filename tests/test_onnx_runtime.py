@@ -226,3 +226,19 @@ def test_a_cache_folder_that_takes_no_export_is_one_clear_error(tiny_models, tin
     assert code == 2 and "bug" not in error
     assert f"the ONNX export of {tiny_models['deberta-v2']} {cache / 'onnx'}" in error
     assert "free space there or make it writable" in error
+
+
+def test_the_export_is_kept_in_the_runs_cache_folder(tiny_models, tiny_questions, examples_dir, tmp_path, monkeypatch):
+    """``--cache`` moved the results but not the ONNX exports: they were still written to the per-user cache folder
+    (a home folder over its quota stopped the run though --cache named a folder with room)."""
+    from mlpsych.cli import main
+
+    monkeypatch.setenv("MLPSYCH_CACHE", str(tmp_path / "default"))
+    cache = tmp_path / "cache"
+    code = main(["run", str(examples_dir / "papers" / "burnout-survey-text.txt"), "--questions", str(tiny_questions),
+                 "--only", "q1", "--runtime", "onnxruntime", "--no-progress", "--no-normalize",
+                 "--out", str(tmp_path / "out.jsonl"), "--cache", str(cache)])
+    assert code == 0
+    exports = list((cache / "onnx").iterdir())
+    assert exports and all((folder / "model.onnx").is_file() for folder in exports)
+    assert not (tmp_path / "default").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mlpsych.cache import ResultCache
@@ -52,13 +53,13 @@ class ModelPool:
         self._selector: WindowSelector | None = None
 
     @contextmanager
-    def reader(self, model: str, settings: RunSettings) -> Iterator[Reader]:
+    def reader(self, model: str, settings: RunSettings, cache_dir: Path | None = None) -> Iterator[Reader]:
         """A reader for one stage (not loaded until it reads); its model freed after, unless kept. The reader
         itself stays until :meth:`end_run`: a later stage reuses its tokenizer and the papers it tokenized (each
         stage tokenized them again before)."""
         from mlpsych.reading.reader import Reader
 
-        reader = self.readers.get(model) or Reader(model, settings.reader)
+        reader = self.readers.get(model) or Reader(model, settings.reader, cache_dir)
         try:
             yield reader
         finally:

@@ -186,7 +186,7 @@ def read_group(reader: Reader, model: str, todo: list[_Pending], result: RunResu
 def read_with(model: str, units: list[Unit], choose: WindowChoice, stage: Stage, level: Level,
               ctx: StageContext) -> dict[int, list[Span]]:
     """Read ``units`` with one model, loaded once for the stage (released after unless kept)."""
-    with ctx.models.reader(model, ctx.settings) as reader:
+    with ctx.models.reader(model, ctx.settings, ctx.cache.directory) as reader:
         return CachedReader(model, reader, ctx).read(units, choose, stage, level.label)
 
 

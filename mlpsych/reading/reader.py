@@ -13,6 +13,7 @@ import logging
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -181,9 +182,10 @@ def context_layout(context_offset: int, context: Sequence[tuple[int, int]],
 class Reader:
     """An extractive QA model reading whole papers. Configure in ``__init__``, load in ``warm_up``, read with ``run``."""
 
-    def __init__(self, model: str, settings: ReaderSettings | None = None) -> None:
+    def __init__(self, model: str, settings: ReaderSettings | None = None, cache_dir: Path | None = None) -> None:
         self.model_id = model
         self.settings = settings or ReaderSettings()
+        self.cache_dir = cache_dir  # the run's cache folder (--cache), where an ONNX export is kept; None: the default
         self.model = None
         self.tokenizer = None
         self.device = None
@@ -211,7 +213,7 @@ class Reader:
 
             self.device = "cpu"
             self.model = load_onnx_qa_model(self.model_id, onnx_dtype(self.settings.dtype, self.settings.device),
-                                            self._template.uses_token_types)
+                                            self._template.uses_token_types, self.cache_dir)
         else:
             self.device = pick_device(self.settings.device)
             self.model = load_qa_model(self.model_id, self.device, pick_dtype(self.settings.dtype, self.device,
