@@ -68,7 +68,9 @@ def import_onnxruntime():
         import onnx  # noqa: F401 - what int8 quantization edits the graph with
         import onnxruntime
     except ImportError as error:
-        raise ModelLoadError(f"runtime onnxruntime needs ONNX Runtime, which is not installed: {INSTALL_HELP}") \
+        # onnxruntime installed without onnx was said to be "ONNX Runtime, which is not installed": name the missing one
+        missing = "onnx (ONNX Runtime's quantizer uses it)" if error.name == "onnx" else "ONNX Runtime"
+        raise ModelLoadError(f"runtime onnxruntime needs {missing}, which is not installed: {INSTALL_HELP}") \
             from error
     return onnxruntime
 

@@ -242,3 +242,11 @@ def test_the_export_is_kept_in_the_runs_cache_folder(tiny_models, tiny_questions
     exports = list((cache / "onnx").iterdir())
     assert exports and all((folder / "model.onnx").is_file() for folder in exports)
     assert not (tmp_path / "default").exists()
+
+
+def test_without_onnx_the_error_names_onnx_not_onnxruntime(tiny_models, monkeypatch):
+    """ONNX Runtime installed alone (pip install onnxruntime) was told 'needs ONNX Runtime, which is not installed'."""
+    monkeypatch.setitem(sys.modules, "onnx", None)  # what importing it does where it is not installed
+    with pytest.raises(ModelLoadError, match=r"needs onnx \(.*not installed: pip install \"mlpsych\[onnx\]\"") as error:
+        reader(tiny_models["bert"], runtime="onnxruntime").warm_up()
+    assert "needs ONNX Runtime" not in str(error.value)
