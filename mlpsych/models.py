@@ -195,8 +195,8 @@ def load_failure_reason(model_id: str, error: BaseException) -> str:
         return ("holds Python code of its own (auto_map in its config), which mlpsych never runs: a model's code "
                 "could do anything on this machine. Name a model of an architecture transformers has itself "
                 "(BERT, RoBERTa, DeBERTa-v2, Llama, ...)")
-    unfit = re.search(r"Unrecognized configuration class .*?(\w+Config)'?>? for this kind of AutoModel: AutoModelFor(\w+)",
-                      text)
+    unfit = re.search(r"Unrecognized configuration class .*?(\w+Config)'?>? for this kind of AutoModel: "
+                      r"AutoModelFor(\w+)", text)
     if unfit:  # a folder or repo of another kind of model: a reader given as the LLM, or the reverse
         kind = _AUTO_KINDS.get(unfit.group(2), unfit.group(2))
         return f"is not a {kind} model (its configuration is {unfit.group(1)}, which has no {kind} form)"

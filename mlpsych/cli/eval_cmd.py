@@ -44,7 +44,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--threshold", type=float, default=DEFAULT_SIMILARITY_THRESHOLD,
                    help=f"cosine above which answers are similar (default {DEFAULT_SIMILARITY_THRESHOLD})")
     p.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N or mps for the embedder (default: auto)")
-    p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="N paper resamples for 95%% intervals (default 0: none)")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="N",
+                   help="N paper resamples for 95%% intervals (default 0: none)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     p.add_argument("--paper-columns", action="store_true",
                    help="print only the paper's columns (F1, EMat, SMat, Ment, spans/answer, words/span)")

@@ -87,8 +87,9 @@ def load_documents(
     for path in tqdm(files, desc="Reading papers", unit="file", disable=not progress or len(files) < 2):
         ids.last = None
         if path in copies:
-            documents.append(_failed(ids.take(path.stem), path, f"a copy of {copies[path].name} (the same file, byte "
-                                     "for byte): read once, as that paper; remove one of the two", kind_of(path) or "?"))
+            status = (f"a copy of {copies[path].name} (the same file, byte for byte): read once, as that paper; "
+                      "remove one of the two")
+            documents.append(_failed(ids.take(path.stem), path, status, kind_of(path) or "?"))
             continue
         try:
             documents.extend(_read_one(path, ids, options, readers, path in explicit, sources))
