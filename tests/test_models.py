@@ -92,6 +92,7 @@ def test_int8_from_the_environment_quantizes_the_readers_and_leaves_other_models
     """MLPSYCH_DTYPE=int8 is how a user asks for int8 readers; it used to turn the LLM off (int8 refused for it)."""
     import mlpsych.models as models
 
+    monkeypatch.delenv(models.DTYPE_ENV, raising=False)  # CI forces bf16 or fp32 through it: auto as on this CPU
     automatic = pick_dtype("auto", "cpu")
     monkeypatch.setenv(models.DTYPE_ENV, "int8")
     assert pick_dtype("auto", "cpu", int8=True) is torch.qint8
