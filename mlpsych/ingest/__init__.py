@@ -27,6 +27,7 @@ from mlpsych.ingest.backends import PDF_BACKENDS, Backend, Tika, backend_choices
 from mlpsych.ingest.base import Extraction, lines_from_text
 from mlpsych.ingest.clean import CleaningOptions, clean_pages
 from mlpsych.ingest.formats import (
+    CORPUS_KINDS,
     SUPPORTED_SUFFIXES,
     IdAllocator,
     check_pdf_end,
@@ -83,7 +84,7 @@ def load_documents(
             reader.prepare(batch, progress=progress)
     ids = IdAllocator()
     documents: list[Document] = []
-    sources = frozenset(p.resolve() for p in files if kind_of(p) not in ("jsonl", "json"))
+    sources = frozenset(p.resolve() for p in files if kind_of(p) not in CORPUS_KINDS)
     for path in tqdm(files, desc="Reading papers", unit="file", disable=not progress or len(files) < 2):
         ids.last = None
         if path in copies:
@@ -116,7 +117,7 @@ def _copies(files: list[Path]) -> dict[Path, Path]:
             size = path.stat().st_size
         except OSError:
             continue  # reported when it is read
-        if size and kind_of(path) not in ("jsonl", "json"):
+        if size and kind_of(path) not in CORPUS_KINDS:
             by_size[size].append(path)
     copies: dict[Path, Path] = {}
     for group in (g for g in by_size.values() if len(g) > 1):
@@ -254,12 +255,13 @@ def _without_read_twice(path: Path, documents: list[Document], sources: frozense
         bases = [Path("/")] if source.is_absolute() else [Path.cwd(), path.parent]
         return any((base / source).resolve() in sources for base in bases)
 
-    twice = [d for d in documents if read_beside(d)]
+    beside = [read_beside(d) for d in documents]
+    twice = [d for d, is_beside in zip(documents, beside) if is_beside]
     if twice:
         names = ", ".join(Path(d.source_path or "").name for d in twice[:5]) + (", ..." if len(twice) > 5 else "")
         log.warning("%s: %d of its %d papers are also files in this folder (%s): read once, from their files; name "
                     "%s alone to read the texts it holds", path.name, len(twice), len(documents), names, path.name)
-    return [d for d in documents if not read_beside(d)]
+    return [d for d, is_beside in zip(documents, beside) if not is_beside]
 
 
 def _rows_of_another_kind(path: Path) -> bool:

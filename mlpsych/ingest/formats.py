@@ -24,6 +24,7 @@ TIKA_SUFFIXES = frozenset({".docx", ".doc", ".html", ".htm", ".xhtml", ".odt", "
 JSONL_SUFFIXES = frozenset({".jsonl"})
 JSON_SUFFIXES = frozenset({".json"})
 SUPPORTED_SUFFIXES = TEXT_SUFFIXES | PDF_SUFFIXES | TIKA_SUFFIXES | JSONL_SUFFIXES | JSON_SUFFIXES
+CORPUS_KINDS = frozenset({"jsonl", "json"})  # files that hold many papers' texts, not one paper
 
 
 def kind_of(path: Path) -> str | None:
