@@ -137,7 +137,7 @@ class ReviewSheet:
 
     def items(self, paper_id: str) -> list[ReviewItem]:
         """The paper's answers, least sure first (no confidence: last), then in sheet order."""
-        from mlpsych.evaluation.agree import parse_code
+        from mlpsych.marks import parse_code
 
         correct, corrected, notes = self.columns
         out = []

@@ -81,8 +81,8 @@ def _sheet_rows(sheet: Path, texts: dict[str, str]) -> list[dict]:
     """A coded sheet's answer rows; a sheet of another corpus (or the wrong --texts) is refused, as `mlpsych adapt`
     refuses it: fitted anyway, every answer would look absent from its paper. Unreadable marks are named."""
     from mlpsych.coding.coded import check_papers, row_papers
-    from mlpsych.evaluation.agree import warn_unreadable
     from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.marks import warn_unreadable
 
     rows = read_sheet(sheet, "answers")
     check_papers(row_papers(rows), texts, str(sheet))

@@ -1,8 +1,9 @@
 """Coders' answers as labelled spans of the papers: from coded results sheets or from hand-coded gold.
 
-A results sheet's ``answers`` rows carry the coder columns (``correct``, ``corrected_answer``, ``notes``): an
-answer marked correct is a positive span, a corrected answer is a positive span where the corrected text is found
-in the paper (near the original answer), an answer marked wrong without a correction is a negative, and rows whose
+A results sheet's ``answers`` rows carry the coder columns (``correct``, ``corrected_answer``, ``notes``): a
+corrected answer is a positive span where the corrected text is found in the paper (near the original answer); the
+original is a positive where marked correct (and not corrected), a negative where judged wrong (marked so, or
+corrected and left unmarked, as `mlpsych agree` counts it: :func:`mlpsych.marks.verdict`), and rows whose
 ``stage`` is ``coder`` (answers a coder added) are positives, or negatives once marked wrong (the review view's
 one way to withdraw one). Only the (paper, question) pairs a coder touched are used: a pair nobody coded says
 nothing about what is right. Gold in the ``mlpsych eval --gold`` format is coding
@@ -23,6 +24,7 @@ from typing import Any, Iterable, Sequence
 from mlpsych.answers import AnswerStage
 from mlpsych.documents import Document
 from mlpsych.errors import EvalInputError, PapersNotInTexts
+from mlpsych.marks import UNREADABLE_HINT, verdict
 from mlpsych.normalize.grounding import ALIKE, alike_pattern, fold_accents
 
 log = logging.getLogger(__name__)
@@ -146,7 +148,6 @@ def check_papers(papers: Iterable[str], documents: Iterable[str], source: str) -
 def coding_from_sheets(paths: Sequence[str | Path], documents: dict[str, Document]) -> Coding:
     """Labelled spans from coded results sheets (the rules of the module docstring); several sheets add up,
     and a span two coders marked differently is left out (reported in ``skipped``)."""
-    from mlpsych.evaluation.agree import parse_code
     from mlpsych.evaluation.evaluate import read_sheet
 
     coding = Coding()
@@ -158,7 +159,7 @@ def coding_from_sheets(paths: Sequence[str | Path], documents: dict[str, Documen
             raise EvalInputError(f"{path}: sheet 'answers' has no 'correct' column (is it a results sheet?)")
         check_papers(row_papers(rows), documents, str(path))
         for row in rows:
-            for span in _row_spans(row, documents, coding, Path(path).name, parse_code):
+            for span in _row_spans(row, documents, coding, Path(path).name):
                 key = (span.paper_id, span.question_id, span.start, span.end, span.bridge_entity)
                 if key in marks and marks[key].correct != span.correct:
                     disputed.add(key)
@@ -169,8 +170,7 @@ def coding_from_sheets(paths: Sequence[str | Path], documents: dict[str, Documen
     return coding
 
 
-def _row_spans(row: dict[str, Any], documents: dict[str, Document], coding: Coding, sheet: str,
-               parse_code) -> list[CodedSpan]:
+def _row_spans(row: dict[str, Any], documents: dict[str, Document], coding: Coding, sheet: str) -> list[CodedSpan]:
     """The labelled spans of one answers row (none for an uncoded row); records the pair as coded."""
     paper = str(row.get("paper_id") or "").strip()
     question = str(row.get("question_id") or "").strip()
@@ -180,12 +180,12 @@ def _row_spans(row: dict[str, Any], documents: dict[str, Document], coding: Codi
     entity = str(row.get("bridge_entity") or "").strip() or None
     where = f"{sheet} row {row.get('_row')} ({paper} {question})"
     try:
-        mark = parse_code(row.get("correct"))
+        judged = verdict(row)
     except ValueError:
-        coding.skipped.append(f"{where}: unreadable mark {row.get('correct')!r} (use yes/no)")
+        coding.skipped.append(f"{where}: unreadable mark {row.get('correct')!r} ({UNREADABLE_HINT})")
         return []
     added = stage == CODER_STAGE
-    if mark is None and not corrected and not added:
+    if judged is None and not corrected and not added:
         return []
     if not paper or not question:  # a row typed in by hand with a field left blank: nothing to tie it to
         blank = " and ".join(name for name, value in (("paper_id", paper), ("question_id", question)) if not value)
@@ -200,7 +200,7 @@ def _row_spans(row: dict[str, Any], documents: dict[str, Document], coding: Codi
             coding.skipped.append(f"{where}: corrected answer {corrected!r} is not in the paper; skipped")
         else:
             out.append(CodedSpan(paper, question, doc.text[placed[0]:placed[1]], *placed, True, "corrected", entity))
-        if mark is not False or not answer:
+        if judged is not False or not answer:
             return out
     if not answer:
         return out
@@ -208,7 +208,7 @@ def _row_spans(row: dict[str, Any], documents: dict[str, Document], coding: Codi
     if placed is None:
         coding.skipped.append(f"{where}: answer {answer!r} is not in the paper; skipped")
         return out
-    correct = added if mark is None else mark  # an added answer marked wrong afterwards is withdrawn
+    correct = added if judged is None else judged  # an added answer marked wrong afterwards is withdrawn
     how = "wrong" if not correct else ("added" if added else "accepted")
     out.append(CodedSpan(paper, question, doc.text[placed[0]:placed[1]], *placed, correct, how, entity))
     return out

@@ -6,10 +6,11 @@ readers gave it, how often its text recurs in the paper, whether it is grounded 
 and the answer's length. It is stored as JSON (weights, the features' means and scales, what it was fitted on):
 nothing is pickled.
 
-Labels come from coders (a coded sheet: marked correct = 1; marked wrong or corrected = 0) or from gold (an answer
-whose best word-overlap F1 with a gold answer of its paper and question reaches ``GOLD_F1``; a paper whose gold is
-empty makes every answer wrong). mlpsych ships a default fitted on the development papers
-(``default_calibrator.json``, how in its ``fitted_on``) until a study fits its own with ``mlpsych calibrate``.
+Labels come from coders (a coded sheet, read as `mlpsych agree` reads it: marked correct = 1; marked wrong, or
+corrected and left unmarked = 0) or from gold (an answer whose best word-overlap F1 with a gold answer of its paper
+and question reaches ``GOLD_F1``; a paper whose gold is empty makes every answer wrong). mlpsych ships a default
+fitted on the development papers (``default_calibrator.json``, how in its ``fitted_on``) until a study fits its own
+with ``mlpsych calibrate``.
 """
 
 from __future__ import annotations
@@ -298,21 +299,18 @@ def gold_label(item: Scored, gold: dict[str, dict[str, list[str]]], unanswerable
 
 
 def sheet_label(row: dict[str, Any]) -> bool | None:
-    """A coder's verdict on an answers-sheet row: marked correct and not corrected = True; marked wrong or
-    corrected = False; blank (or an answer the coder added) = None."""
+    """A coder's verdict on an answers-sheet row, as `mlpsych agree` counts it (:func:`mlpsych.marks.verdict`:
+    the mark written wins, a correction left unmarked is wrong); None: not judged, an unreadable mark, or an answer
+    the coder added (not the tool's, so nothing to calibrate)."""
     from mlpsych.coding.coded import CODER_STAGE
-    from mlpsych.evaluation.agree import parse_code
+    from mlpsych.marks import verdict
 
     if str(row.get("stage") or "").strip().lower() == CODER_STAGE:
         return None
-    corrected = str(row.get("corrected_answer") or "").strip()
     try:
-        mark = parse_code(row.get("correct"))
+        return verdict(row)
     except ValueError:
         return None
-    if corrected:
-        return False
-    return mark
 
 
 def merged_sheets(sheets: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:

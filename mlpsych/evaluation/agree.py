@@ -6,7 +6,8 @@ question, model and stage; an answer counts for the same table rows as in ``mlps
 for ``combined``; a normalized answer for each model whose output held it and for ``combined``). The
 ``all`` rows count each of the tool's answers once; an ``ungrounded`` item (an LLM's, not found in the paper, not
 one of the paper's answers unless the run kept them, as ``--preset reference`` does) has its own rows but is not in
-them. An answer a coder corrected (``corrected_answer``, a second coder's
+them. A coder's mark is read as :func:`mlpsych.marks.verdict` reads it for ``mlpsych calibrate`` and ``adapt``
+too: the mark a coder wrote wins, and an answer a coder corrected (``corrected_answer``, a second coder's
 ``corrected_answer_2``) without marking it counts as marked wrong. Answers a coder added (stage ``coder``, marked
 correct by the review view) are not the tool's answers and are left out: counted, they would raise its precision.
 Cohen's kappa is computed for every pair of coder columns over the answers both coded.
@@ -25,37 +26,14 @@ from typing import Any, Sequence
 
 from mlpsych.answers import AnswerStage
 from mlpsych.evaluation.evaluate import EvalInputError, parse_models, read_sheet, row_groups
+from mlpsych.marks import verdict, warn_unreadable
 
 logger = logging.getLogger(__name__)
 
 ALL = "all"
-_TRUE = {"yes", "y", "1", "true", "t", "✓", "✔", "☑", "✅", "correct", "right", "ok"}
-_FALSE = {"no", "n", "0", "false", "f", "✗", "✘", "❌", "❎", "✖", "☒", "incorrect", "wrong"}
-# An emoji picker types "✔️" as the mark and a variation selector (U+FE0F) asking for its colour form: dropped.
-_NO_VARIATION = str.maketrans("", "", "\ufe0e\ufe0f")
 # ``correct``, ``correct_2``, ``correct_maria``; a column a coder added by hand may read ``correct 2``, ``correct2``
 # or ``correct (maria)`` (but ``corrected_answer`` is no coder's).
 _CODER_COLUMN = re.compile(r"^correct(?:[\s_\-.]+\S.*|\d+)?$")
-
-
-def parse_code(value: Any) -> bool | None:
-    """A coder's mark as True/False; None for a blank cell. Raises ValueError for anything unreadable."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        if value in (0, 1):
-            return bool(value)
-        raise ValueError(value)
-    text = str(value).translate(_NO_VARIATION).strip().lower().rstrip(".")
-    if not text:
-        return None
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ValueError(value)
 
 
 def coder_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -112,28 +90,12 @@ def _final(row: dict[str, Any], stage: str) -> bool:
 
 
 def _mark(row: dict[str, Any], coder: str) -> bool | None:
-    """A coder's mark on a row (None: blank or unreadable). An answer the coder corrected and left unmarked, as the
-    review view leaves it, is one marked wrong: left out, the answers coders fixed would not lower precision."""
+    """A coder's verdict on a row (:func:`mlpsych.marks.verdict`, whose docstring gives the rule); None: not judged
+    or an unreadable mark (warned of once, by :func:`warn_unreadable`)."""
     try:
-        mark = parse_code(row.get(coder))
+        return verdict(row, coder)
     except ValueError:
         return None
-    corrected = row.get("corrected_answer" + coder[len("correct"):])
-    return False if mark is None and str(corrected or "").strip() else mark
-
-
-def warn_unreadable(rows: Sequence[dict[str, Any]], coders: Sequence[str], source: str | Path) -> None:
-    """One warning for the marks :func:`parse_code` cannot read (a typo, an "x"): they are skipped, and a coder
-    should know which before trusting what was counted."""
-    bad = []
-    for row in rows:
-        for coder in coders:
-            try:
-                parse_code(row.get(coder))
-            except ValueError:
-                bad.append(f"row {row.get('_row')} {coder}={row.get(coder)!r}")
-    if bad:
-        logger.warning("%s: skipped %d unreadable mark(s) (use yes/no): %s", source, len(bad), "; ".join(bad[:5]))
 
 
 @dataclass

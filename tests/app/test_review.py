@@ -88,7 +88,8 @@ def test_least_sure_first_then_mark_correct_add_and_reopen(sheet_path: Path, doc
     assert positives == {("random forests", "accepted"), ("the caret package", "corrected"),
                          ("Support vector machines", "added")}
     assert any(s.start == start and s.how == "added" for s in coding.spans)
-    assert {(s.text, s.how) for s in coding.spans if not s.correct} == {("students", "wrong")}
+    # caret, corrected and left unmarked, was not right (as `mlpsych agree` and `calibrate` count it)
+    assert {(s.text, s.how) for s in coding.spans if not s.correct} == {("students", "wrong"), ("caret", "wrong")}
 
 
 def test_an_answer_pasted_from_the_pdf_is_added_where_the_paper_has_it(sheet_path: Path, documents):

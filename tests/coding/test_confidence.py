@@ -161,7 +161,8 @@ def test_labels_from_gold_and_from_coders():
     assert label("q4:forests", "A", "x") is None
     assert cf.sheet_label({"correct": "yes"}) is True
     assert cf.sheet_label({"correct": "no"}) is False
-    assert cf.sheet_label({"correct": "yes", "corrected_answer": "better"}) is False
+    assert cf.sheet_label({"correct": "yes", "corrected_answer": "better"}) is True  # the mark written wins
+    assert cf.sheet_label({"correct": None, "corrected_answer": "better"}) is False
     assert cf.sheet_label({"correct": None}) is None
     assert cf.sheet_label({"correct": "yes", "stage": "coder"}) is None
 
@@ -281,7 +282,8 @@ def test_calibrate_names_the_marks_it_cannot_read(tmp_path, caplog):
     ])
     with caplog.at_level("WARNING"):
         assert main(["calibrate", "--texts", str(texts), "--out", str(tmp_path / "c.json"), "--coded", str(sheet)]) == 0
-    assert "skipped 1 unreadable mark(s) (use yes/no): row 4 correct='x'" in caplog.text
+    assert "skipped 1 unreadable mark(s) (use yes/no; an \"x\" is read neither way" in caplog.text
+    assert "row 4 correct='x'" in caplog.text
 
 
 def test_copies_of_a_sheet_coded_by_two_coders_count_each_answer_once():
@@ -316,3 +318,26 @@ def test_calibrate_given_the_same_coding_twice_fits_it_once(tmp_path, coded_shee
     out = tmp_path / "study.json"
     assert main(["calibrate", "--texts", str(texts), "--out", str(out), "--coded", str(coded_sheet), str(copy)]) == 0
     assert "5 answers (2 correct)" in capsys.readouterr().out  # was 10 answers (4 correct)
+
+
+def test_agree_calibrate_and_adapt_read_a_coders_mark_alike(tmp_path, documents):
+    """An answer marked "yes" with a corrected answer counted as right in `mlpsych agree` and as wrong in
+    `mlpsych calibrate`; "√" and "×" were unreadable marks. All three commands now read a mark one way."""
+    from mlpsych.coding.coded import coding_from_sheets
+    from mlpsych.evaluation import agree
+    from mlpsych.evaluation.evaluate import read_sheet
+
+    from .conftest import PAPER_A, answer_row, write_sheet
+
+    rows = [("random forests", "yes", "random forests to predict dropout"),
+            ("grid search", None, "logistic regression"), ("caret", None, "the Caret."), ("Support vector", "no", "Support vector machines"),
+            ("predict dropout", "√", None), ("feature ranking", "×", None), ("students", "x", None)]
+    sheet = write_sheet(tmp_path / "coded.xlsx", [answer_row("A", PAPER_A, "q1", answer, correct=mark,
+                                                             corrected=corrected) for answer, mark, corrected in rows])
+    expected = [True, False, None, False, True, False, None]  # a correction alike to the answer corrects nothing
+    codings, _ = agree.read_codings(sheet)
+    assert [c.marks["correct"] for c in codings] == expected
+    assert [cf.sheet_label(row) for row in read_sheet(sheet, "answers")] == expected
+    originals = {s.text: s.correct for s in coding_from_sheets([sheet], documents).spans if s.how != "corrected"}
+    assert originals == {"grid search": False, "Support vector": False, "predict dropout": True,
+                         "feature ranking": False}  # the corrected and marked right: its correction the positive

@@ -12,6 +12,7 @@ openpyxl = pytest.importorskip("openpyxl")
 from mlpsych.cli import agree_cmd  # noqa: E402
 from mlpsych.errors import UserError  # noqa: E402
 from mlpsych.evaluation import agree  # noqa: E402
+from mlpsych.marks import parse_code  # noqa: E402
 
 # question, models, stage, correct, correct_2 (row 9 holds an unreadable mark, row 8 a blank)
 CODED = [
@@ -58,13 +59,13 @@ def _write(tmp_path, extra_coder: bool = False):
 
 def test_parse_code_is_lenient_but_not_careless():
     for value in ("yes", "Y", "1", 1, 1.0, True, "true", "✓", "✔"):
-        assert agree.parse_code(value) is True
+        assert parse_code(value) is True
     for value in ("no", "n", "0", 0, False, "FALSE", "✗", "✘"):
-        assert agree.parse_code(value) is False
-    assert agree.parse_code(None) is None and agree.parse_code("  ") is None
+        assert parse_code(value) is False
+    assert parse_code(None) is None and parse_code("  ") is None
     for value in ("maybe", 2, "x"):
         with pytest.raises(ValueError):
-            agree.parse_code(value)
+            parse_code(value)
 
 
 def test_cohen_kappa_hand_values():
@@ -200,9 +201,9 @@ def test_an_answer_corrected_but_left_unmarked_counts_as_wrong(tmp_path):
 def test_marks_typed_from_an_emoji_picker_are_read():
     """"✔️" (the check mark and U+FE0F) and "✅" were unreadable marks, skipped, where "❌" was read."""
     for value in ("✔\ufe0f", "✅", "☑\ufe0f", " ✓\ufe0e "):
-        assert agree.parse_code(value) is True, value
+        assert parse_code(value) is True, value
     for value in ("❌", "❎", "✖\ufe0f", "☒"):
-        assert agree.parse_code(value) is False, value
+        assert parse_code(value) is False, value
 
 
 def test_a_second_coder_column_named_like_the_first_is_refused(tmp_path):
@@ -285,3 +286,15 @@ def test_ungrounded_items_a_run_kept_as_answers_count_for_its_precision():
     for codings, expected in (([right, kept], 0.5), ([right, apart], 1.0)):
         rows = {(r.question, r.model): r for r in agree.precision_table(codings, ["correct"])}
         assert rows[("q1", "all")].precision["correct"] == pytest.approx(expected)
+
+
+def test_ticks_crosses_and_yes_no_in_other_languages_are_read():
+    """"√", "×", "ja", "nein", "oui", "non", "sí" were unreadable marks, skipped with a warning; "x" stays unread
+    (some coders tick with it, others cross out with it)."""
+    for value in ("√", "ja", "Ja", "oui", "sí", "si", "Sì"):
+        assert parse_code(value) is True, value
+    for value in ("×", "nein", "Non", "non."):
+        assert parse_code(value) is False, value
+    for value in ("x", "X"):
+        with pytest.raises(ValueError):
+            parse_code(value)
