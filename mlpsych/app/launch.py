@@ -6,8 +6,11 @@ Streamlit is imported only once it is known to be installed, so that a missing o
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import logging
+import os
+import socket
 from pathlib import Path
 
 from mlpsych.app.logic import MAX_UPLOAD_MB
@@ -52,10 +55,55 @@ def streamlit_args(port: int | None = None, address: str | None = None) -> list[
     return ["run", str(PAGE), *(part for name, value in options.items() for part in (f"--{name}", _flag_value(value)))]
 
 
+PORTS_TRIED = 100  # the ports after a taken one searched for a free one to suggest
+
+
+def port_taken(port: int, address: str) -> bool:
+    """Whether a server already listens on ``port`` at ``address``: each address the name stands for is bound with
+    the options Streamlit's server sets, so a port Streamlit could take is free here. An address this machine does
+    not have is not "taken": Streamlit's own error on it is reported by :func:`serve`."""
+    try:
+        found = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return False
+    for family, kind, proto, _, where in found:
+        try:
+            probe = socket.socket(family, kind, proto)
+        except OSError:  # a family this machine lacks (no IPv6)
+            continue
+        with probe:
+            if os.name != "nt":  # a port left in TIME_WAIT by a stopped page is free to Streamlit too
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):  # "::" is IPv4's wildcard too
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            try:
+                probe.bind(where)
+            except OSError as error:
+                if error.errno == errno.EADDRINUSE:
+                    return True
+    return False
+
+
+def check_port(port: int | None, address: str | None = None) -> None:
+    """A UserError when the port asked for is taken (most often by another `mlpsych app`), naming a free one:
+    Streamlit would log "Port N is not available" among its start-up lines and exit 1. Without --port, Streamlit
+    takes the next free port itself."""
+    if port is None:
+        return
+    where = address or str(SERVER_OPTIONS["server.address"])
+    if not port_taken(port, where):
+        return
+    after = range(port + 1, min(port + PORTS_TRIED, 65535) + 1)
+    free = next((p for p in after if not port_taken(p, where)), None)
+    raise UserError(f"port {port} is in use (another `mlpsych app`?): stop it or pass "
+                    f"{f'--port {free}' if free else 'another --port'}")
+
+
 def serve(port: int | None = None, address: str | None = None) -> int:
     """Run the page until the server stops, in this process (Streamlit's own command, so Ctrl-C or a kill stops
     the server as it stops itself, deleting the session's uploads, and leaves no server behind)."""
     require_streamlit()
+    check_port(port, address)
     from streamlit.web import cli as streamlit_cli
 
     args = streamlit_args(port, address)

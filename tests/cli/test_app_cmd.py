@@ -67,6 +67,28 @@ def test_without_the_app_extra_one_line_says_what_to_install(missing, monkeypatc
     assert err == [f'mlpsych: error: mlpsych app needs {missing}, which is not installed: pip install "mlpsych[app]"']
 
 
+def test_a_port_in_use_is_one_line_naming_a_free_one(monkeypatch, capsys):
+    """`mlpsych app --port N` with N taken (another `mlpsych app` left running) printed Streamlit's start-up lines
+    and "Port N is not available", with exit code 1; the port is now checked before Streamlit starts."""
+    def no_streamlit(*args, **kwargs):
+        raise AssertionError("Streamlit was started")
+
+    monkeypatch.setattr(launch, "require_streamlit", lambda: None)
+    monkeypatch.setattr(launch, "streamlit_args", no_streamlit)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert launch.port_taken(port, "localhost")
+        assert main(["app", "--port", str(port)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    prefix = f"mlpsych: error: port {port} is in use (another `mlpsych app`?): stop it or pass --port "
+    assert err[0].startswith(prefix), err
+    suggested = int(err[0].removeprefix(prefix))
+    assert suggested > port and not launch.port_taken(suggested, "localhost")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("address", ["198.51.100.7", "nosuch.invalid"])  # another machine's address; no host
 def test_an_address_the_page_cannot_listen_on_is_one_line(address, tmp_path):
