@@ -250,3 +250,27 @@ def test_without_onnx_the_error_names_onnx_not_onnxruntime(tiny_models, monkeypa
     with pytest.raises(ModelLoadError, match=r"needs onnx \(.*not installed: pip install \"mlpsych\[onnx\]\"") as error:
         reader(tiny_models["bert"], runtime="onnxruntime").warm_up()
     assert "needs ONNX Runtime" not in str(error.value)
+
+
+def test_a_killed_exports_work_folder_goes_with_the_next_export_but_a_running_ones_stays(tmp_path):
+    """A SIGKILL during an export skips its clean-up: its `.export-*` (or `.int8-*`) folder, a model's size, stayed in
+    the cache for good. The next export into the same folder removes those unchanged for an hour; a younger one may
+    be another process's export under way."""
+    import os
+    import time
+
+    old = time.time() - onnx_runtime.STALE_WORK_SECONDS - 60
+    killed, running, kept = tmp_path / ".export-killed", tmp_path / ".export-running", tmp_path / "0123abcd"
+    for folder in (killed, running, kept):
+        folder.mkdir()
+        (folder / onnx_runtime.FP32_FILE).write_bytes(b"half")
+    for path in (killed / onnx_runtime.FP32_FILE, killed, kept):
+        os.utime(path, (old, old))
+    touched = tmp_path / ".export-writing"  # an old folder whose file is being written now
+    touched.mkdir()
+    (touched / onnx_runtime.FP32_FILE).write_bytes(b"half")
+    os.utime(touched, (old, old))
+    with onnx_runtime._work_folder(tmp_path, ".export-") as work:
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".export-running", ".export-writing", "0123abcd",
+                                                                     work.name])
+    assert not work.exists()
