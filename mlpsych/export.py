@@ -18,6 +18,7 @@ from mlpsych.errors import OutputError
 from mlpsych.models import DEMO_NOTE
 from mlpsych.normalize.answers import item_key
 from mlpsych.pipeline import RunResult, isolated
+from mlpsych.questions import QuestionTemplate
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +110,15 @@ def without_unwritable_papers(result: RunResult) -> RunResult:
                    llm_outputs=[o for o in result.llm_outputs if o["paper_id"] not in bad])
 
 
+def paper_questions(result: RunResult) -> list[QuestionTemplate]:
+    """The questions of the papers sheet's columns, in run order: not one kept only for its follow-ups
+    (``bridge_only``), whose column, without its answers, read as no answer in every paper."""
+    return [q for q in result.questions.in_run_order() if q.id not in result.bridge_only]
+
+
 def paper_rows(result: RunResult) -> list[dict]:
-    """One row per paper, one column per question (final answers joined); problems in a status column."""
+    """One row per paper, one column per question of :func:`paper_questions` (final answers joined); problems in a
+    status column."""
     finals: dict[tuple[str, str], list[Answer]] = defaultdict(list)
     for a in result.answers:
         if a.final:
@@ -120,7 +128,7 @@ def paper_rows(result: RunResult) -> list[dict]:
     for doc in result.documents:
         row = {"paper_id": doc.id, "source_file": sources[doc.id],
                "status": "; ".join(result.errors.get(doc.id, [])) or "ok"}
-        for q in result.questions.in_run_order():
+        for q in paper_questions(result):
             answers = sorted(finals.get((doc.id, q.id), []), key=lambda a: -a.score)
             if q.bridge_from:
                 texts = [f"{a.bridge_entity}: {shown(a.text)}" for a in answers]

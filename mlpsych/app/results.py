@@ -100,13 +100,15 @@ def filter_results(table: pd.DataFrame, chosen: ResultFilter) -> pd.DataFrame:
 
 
 def filtered_result(result: RunResult, chosen: ResultFilter) -> RunResult:
-    """The run narrowed to what the filter keeps (for "download filtered"): the same test as the table's rows."""
+    """The run narrowed to what the filter keeps (for "download filtered"): the same test as the table's rows. A
+    chosen follow-up brings the question it bridges from (to order and phrase it), not that question's answers."""
     if not chosen.active:
         return result
     documents = [d for d in result.documents if not chosen.papers or d.id in chosen.papers]
     questions = result.questions.select(list(chosen.questions)) if chosen.questions else result.questions
+    bridge_only = frozenset(q.id for q in questions.questions if chosen.questions and q.id not in chosen.questions)
     answers = [a for a in result.answers if chosen.keeps(a.doc_id, a.question_id, a.text, a.evidence, a.bridge_entity)]
-    return replace(result, documents=documents, questions=questions, answers=answers)
+    return replace(result, documents=documents, questions=questions, answers=answers, bridge_only=bridge_only)
 
 
 def overview_table(result: RunResult) -> pd.DataFrame:
@@ -114,10 +116,10 @@ def overview_table(result: RunResult) -> pd.DataFrame:
     '(no answer)' where a read paper got none, and '(not read)' for a paper that could not be read."""
     import pandas as pd
 
-    from mlpsych.export import paper_rows
+    from mlpsych.export import paper_questions, paper_rows
 
     unreadable = {d.id for d in result.documents if not d.ok or not d.text.strip()}
-    ids = [q.id for q in result.questions.in_run_order()]
+    ids = [q.id for q in paper_questions(result)]
     rows = []
     for row in paper_rows(result):
         empty = NOT_READ if row["paper_id"] in unreadable else NO_ANSWER

@@ -89,6 +89,9 @@ class RunResult:
     errors: dict[str, list[str]] = field(default_factory=dict)
     llm_outputs: list[dict] = field(default_factory=list)
     info: RunInfo = field(default_factory=RunInfo)
+    # Questions kept without their answers, only to order and phrase the follow-ups that bridge from them: a result
+    # narrowed to a follow-up (the app's filtered download) has no rows of them, so the papers sheet has no column.
+    bridge_only: frozenset[str] = frozenset()
 
     def fail(self, doc_id: str, stage: str, error: BaseException) -> None:
         """Record one paper's failure at one stage as its status line (the run goes on without that work)."""

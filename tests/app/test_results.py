@@ -80,6 +80,30 @@ def test_one_filter_for_the_table_and_the_download():
     assert results.filtered_result(result, everything) is result
 
 
+def _sheets(result: RunResult, chosen: results.ResultFilter) -> dict[str, list[tuple]]:
+    """The filtered download's papers and answers sheets, header first."""
+    book = load_workbook(io.BytesIO(results.download_bytes(results.filtered_result(result, chosen), ".xlsx")))
+    return {name: list(book[name].iter_rows(values_only=True)) for name in ("papers", "answers")}
+
+
+def test_a_follow_up_downloaded_alone_has_no_empty_column_of_the_question_it_follows():
+    """Filtered to q4 ("What was X used for?"), the download's papers sheet had a q1 column, empty in every paper
+    (q1 came along to order and phrase q4, its answers did not): read as "no method found". Its rows are as in
+    the whole run's sheets, the technique (bridge_entity) included."""
+    result = _result()
+    alone = _sheets(result, results.ResultFilter(questions=("q4",)))
+    whole = _sheets(result, results.ResultFilter())
+    assert alone["papers"][:2] == [("paper_id", "source_file", "status", "q4"),
+                                   ("a", "a.txt", "ok", "random forests: to predict mood")]
+    assert alone["answers"][1:] == [r for r in whole["answers"][1:] if r[2] == "q4"]
+    assert alone["answers"][1][alone["answers"][0].index("bridge_entity")] == "random forests"
+    with_parent = _sheets(result, results.ResultFilter(questions=("q1", "q4")))
+    assert with_parent["papers"][:2] == [("paper_id", "source_file", "status", "q1", "q4"),
+                                         ("a", "a.txt", "ok", "random forests", "random forests: to predict mood")]
+    narrowed = results.filtered_result(result, results.ResultFilter(questions=("q4",)))
+    assert list(results.overview_table(narrowed).columns) == ["paper", "q4", "status"]  # the page's view alike
+
+
 def test_overview_has_a_row_per_paper_and_says_no_answer():
     overview = results.overview_table(_result())
     assert list(overview.columns) == ["paper", "q1", "q2", "q3", "q4", "status"]
