@@ -6,7 +6,10 @@ import csv
 import io
 import json
 import logging
+import os
 import re
+import secrets
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
@@ -312,10 +315,41 @@ def _cells(row: dict) -> list:
 WRITERS = {".xlsx": write_xlsx, ".csv": write_csv, ".jsonl": write_jsonl}
 
 
+# A temporary file of an output unchanged for this long is a killed write's (writing the largest sheet takes seconds):
+# the next write of that output removes it.
+STALE_TEMPORARY_SECONDS = 3600
+
+
 def temporary_path(path: Path) -> Path:
-    """Where ``write_result`` writes before renaming: hidden, beside the output (a rename within one folder is
-    atomic), the same name each run, so a write killed with SIGKILL leaves one such file, replaced by the next."""
-    return path.with_name(f".{path.name}.tmp{path.suffix}")
+    """A new, empty file where ``write_result`` writes before renaming: hidden, beside the output (a rename within
+    one folder is atomic), its name this writer's own, so two runs writing one ``--out`` at once never write into
+    each other's file. Made with the umask's permissions, as the output was (``mkstemp`` makes it private, and the
+    rename gave the sheet to its owner only)."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp{path.suffix}")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # never a file (or link) already there
+    return tmp
+
+
+def remove_stale_temporaries(path: Path, now: float | None = None) -> None:
+    """Remove the temporary files of ``path`` that killed writes left (a SIGKILL or a power cut skips
+    ``write_result``'s clean-up), those unchanged for ``STALE_TEMPORARY_SECONDS``: a younger one may be another
+    run's write of the same output under way, and is left to it. An older mlpsych's one name (no token) goes too."""
+    now = time.time() if now is None else now
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(?:[0-9a-f]+\.)?tmp{re.escape(path.suffix)}")
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:  # a folder one may write in but not list: a clean-up never stops the write
+        return
+    for entry in entries:
+        if not pattern.fullmatch(entry.name):
+            continue
+        try:
+            age = now - entry.lstat().st_mtime
+            if age >= STALE_TEMPORARY_SECONDS:
+                entry.unlink()
+                log.debug("removed %s, left by a write that stopped %.0f hours ago", entry, age / 3600)
+        except OSError:  # gone meanwhile (its run finished), or not ours to remove
+            continue
 
 
 def write_result(result: RunResult, path: Path) -> Path:
@@ -325,15 +359,18 @@ def write_result(result: RunResult, path: Path) -> Path:
     writer = WRITERS.get(path.suffix.lower())
     if writer is None:
         raise ValueError(f"output {path.name!r}: use a .xlsx, .csv or .jsonl file name")
-    tmp = temporary_path(path)
+    tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(path)
+        tmp = temporary_path(path)
         writer(without_unwritable_papers(result), tmp)
         tmp.replace(path)
     except OSError as error:  # a full disk, a file held open by a spreadsheet program (Windows), a folder of its name
         held = " (if it is open in a spreadsheet program, close it)" if isinstance(error, PermissionError) else ""
         raise OutputError(f"{path} cannot be written ({error.strerror or error}){held}") from None
     finally:  # a failed or interrupted write leaves no half file (after the rename there is none)
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
     log.info("wrote %s", path)
     return path

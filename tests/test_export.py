@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import csv
+import errno
 import json
+import os
+import stat
+import time
 from pathlib import Path
 
 import pytest
 from openpyxl import load_workbook
 
+from mlpsych import export
 from mlpsych.answers import Answer
 from mlpsych.documents import Document
+from mlpsych.errors import OutputError
 from mlpsych.export import ANSWER_COLUMNS, CODER_COLUMNS, FREQUENCY_COLUMNS, frequency_rows, write_result
 from mlpsych.pipeline import RunInfo, RunResult
 from mlpsych.questions import parse_question_set
@@ -245,3 +251,74 @@ def test_an_answer_written_in_the_singular_in_one_paper_and_plural_in_another_is
     got = [(r["question_id"], r["n_papers"], r["papers"], r["n_mentions"]) for r in frequency_rows(result)]
     assert sorted(got) == [("q1", 2, "paper-a; paper-b", 2), ("q2", 1, "paper-b", 1), ("q2", 1, "paper-b", 1),
                            ("q3", 1, "paper-c", 1), ("q3", 1, "paper-d", 1)]
+
+
+
+def test_two_runs_writing_one_out_at_once_each_write_their_own_file(tmp_path, monkeypatch):
+    """Both runs wrote `.out.csv.tmp.csv`: the one that finished first took the other's half-written file for its
+    own, and the other stopped with "out.csv cannot be written (No such file or directory)"."""
+    out = tmp_path / "out.csv"
+    runs: list[Path] = []
+
+    def writer(result: RunResult, tmp: Path) -> None:
+        """The first run writes half its file, the second writes all of its own and renames it, the first ends."""
+        runs.append(tmp)
+        with tmp.open("w", encoding="utf-8") as f:
+            if len(runs) == 2:
+                f.write("second run\n")
+                return
+            f.write("first run, ")
+            f.flush()
+            write_result(result, out)
+            assert out.read_text(encoding="utf-8") == "second run\n"
+            f.write("in full\n")
+
+    monkeypatch.setitem(export.WRITERS, ".csv", writer)
+    write_result(make_result(), out)
+    assert out.read_text(encoding="utf-8") == "first run, in full\n"  # the last rename wins, whole
+    assert runs[0] != runs[1] and {p.parent for p in runs} == {tmp_path}
+    assert all(p.name.startswith(".out.csv.") and p.name.endswith(".tmp.csv") for p in runs)  # hidden, beside
+    assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]
+
+
+def test_a_temporary_file_has_the_permissions_the_output_had(tmp_path):
+    """A private temporary file (``mkstemp``'s) became, renamed, a sheet only its owner could open."""
+    umask = os.umask(0o022)
+    try:
+        path = write_result(make_result(), tmp_path / "out.csv")
+    finally:
+        os.umask(umask)
+    if os.name != "nt":
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_a_killed_writes_temporary_file_goes_at_the_next_write_after_an_hour(tmp_path):
+    """A run killed (SIGKILL) while writing left its hidden temporary file; it stayed for good. Left an hour or
+    more, the next write of that output removes it (an older mlpsych's one name too); a younger one may be
+    another run writing now, and another output's are not this write's."""
+    now = time.time()
+    names = {"old": ".out.xlsx.0a1b2c3d4e5f.tmp.xlsx", "older mlpsych": ".out.xlsx.tmp.xlsx",
+             "young": ".out.xlsx.9f8e7d6c5b4a.tmp.xlsx", "other output": ".other.xlsx.0a1b2c3d4e5f.tmp.xlsx"}
+    for what, name in names.items():
+        (tmp_path / name).write_bytes(b"half")
+        age = 10 * 60 if what == "young" else 61 * 60
+        os.utime(tmp_path / name, (now - age, now - age))
+    write_result(make_result(), tmp_path / "out.xlsx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [names["young"], names["other output"], "out.xlsx"])
+
+
+@pytest.mark.parametrize("error", [OSError(errno.ENOSPC, "No space left on device"), RuntimeError("a bug")])
+def test_a_failed_write_leaves_no_temporary_file_and_the_output_as_it_was(error, tmp_path, monkeypatch):
+    out = write_result(make_result(), tmp_path / "out.csv")
+    good = out.read_bytes()
+
+    def failing(result: RunResult, tmp: Path) -> None:
+        tmp.write_text("half a sheet", encoding="utf-8")
+        raise error
+
+    monkeypatch.setitem(export.WRITERS, ".csv", failing)
+    with pytest.raises(OutputError if isinstance(error, OSError) else RuntimeError):
+        write_result(make_result(), out)
+    assert out.read_bytes() == good
+    assert [p.name for p in tmp_path.iterdir()] == ["out.csv"]

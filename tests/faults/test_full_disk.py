@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mlpsych import export
 from mlpsych.cache import ResultCache
 from mlpsych.cli import main
 from mlpsych.errors import CacheError
@@ -74,13 +75,16 @@ def test_a_full_cache_is_a_cache_error_and_keeps_its_rows(tmp_path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux), a device that is always full")
 def test_a_full_disk_at_the_write_keeps_the_sheet_there_and_says_so(papers, fast_questions, reference, tmp_path,
-                                                                     capsys) -> None:
+                                                                     capsys, monkeypatch) -> None:
     """The disk filled while results.xlsx was written: "this is a bug", a ZipFile traceback under it, and the half
     written temporary file left behind (taking the space)."""
     out = tmp_path / "results.xlsx"
     shutil.copy(reference["xlsx"], out)
     good = out.read_bytes()
-    temporary_path(out).symlink_to("/dev/full")  # the write goes to a device that answers "no space left"
+    full = temporary_path(out)  # the write goes to a device that answers "no space left"
+    full.unlink()
+    full.symlink_to("/dev/full")
+    monkeypatch.setattr(export, "temporary_path", lambda path: full)
     assert main(cli_args(papers, fast_questions, out, reference["cache"])) == 2
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [
