@@ -9,21 +9,31 @@ CLI's, so a rerun is instant.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from contextlib import ExitStack
-from pathlib import Path
+import sys
 
-import streamlit as st
-from streamlit.runtime.scriptrunner import add_script_run_ctx
+from mlpsych.app import leave_sys_path
 
-from mlpsych import preflight
-from mlpsych.answers import AnswerStage
-from mlpsych.app import demo, logic, reread, results, review, runner
-from mlpsych.errors import UserError
-from mlpsych.estimate import LiveEstimate, ProgressTracker, format_seconds
-from mlpsych.questions import QUESTION_KINDS
-from mlpsych.cache import default_cache_dir
+# First thing, on every run: Streamlit runs this file with its folder, mlpsych/app/, first on sys.path (bootstrap's
+# _fix_sys_path when the server starts, the script runner's modified_sys_path around each run), which made the
+# folder's `logic`, `results`, `review`, `runner` ... top-level modules, shadowing installed packages of those names
+# for everything imported in the page's process. The page imports them as `mlpsych.app.*`, with no such entry.
+leave_sys_path(sys.path, __file__)
+
+import logging  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from contextlib import ExitStack  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import streamlit as st  # noqa: E402
+from streamlit.runtime.scriptrunner import add_script_run_ctx  # noqa: E402
+
+from mlpsych import preflight  # noqa: E402
+from mlpsych.answers import AnswerStage  # noqa: E402
+from mlpsych.app import demo, logic, reread, results, review, runner  # noqa: E402
+from mlpsych.errors import UserError  # noqa: E402
+from mlpsych.estimate import LiveEstimate, ProgressTracker, format_seconds  # noqa: E402
+from mlpsych.questions import QUESTION_KINDS  # noqa: E402
+from mlpsych.cache import default_cache_dir  # noqa: E402
 
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 

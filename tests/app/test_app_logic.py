@@ -300,3 +300,20 @@ def test_preset_labels_say_gpu_only_where_there_is_one():
     assert logic.preset_label("fast", gpu=True) == "fast: quick on a laptop CPU"
     assert logic.preset_label("reference", gpu=False) == ("reference: the paper's code, to replicate it "
                                                           "(without a GPU, 5-12 min per paper)")
+
+
+def test_leave_sys_path_takes_off_only_the_pages_folder(tmp_path, monkeypatch):
+    """`streamlit run mlpsych/app/page.py` puts mlpsych/app as given (relative) and again absolute: both go, and
+    nothing else, not the current folder ("")."""
+    import os
+
+    from mlpsych.app import leave_sys_path
+
+    page = tmp_path / "mlpsych" / "app" / "page.py"
+    page.parent.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    path = [str(page.parent), "", os.path.join("mlpsych", "app"), str(tmp_path / "mlpsych"), str(page.parent)]
+    leave_sys_path(path, str(page))
+    assert path == ["", str(tmp_path / "mlpsych")]
+    leave_sys_path(path, str(page))  # not there: nothing to do
+    assert path == ["", str(tmp_path / "mlpsych")]

@@ -109,6 +109,20 @@ def test_page_loads_and_states_limits(tmp_path, script):
     assert any("mlpsych (library)" == o for o in at.selectbox(key="template").options)
 
 
+def test_the_pages_folder_is_off_sys_path_while_it_runs(monkeypatch):
+    """Streamlit runs the page with mlpsych/app/ first on sys.path: the page's `logic`, `results`, `review` ...
+    were top-level modules for everything imported in its process, shadowing installed packages of those names."""
+    import logging
+    import sys
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(logging, "basicConfig", lambda **kwargs: seen.append(list(sys.path)))  # after the imports
+    at = AppTest.from_file(str(launch.PAGE), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception and seen
+    assert str(launch.PAGE.parent) not in seen[0] and "mlpsych.app.logic" in sys.modules
+
+
 def test_llm_stage_is_off_on_a_cpu_with_a_note(tmp_path):
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.run()
