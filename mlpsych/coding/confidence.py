@@ -91,14 +91,29 @@ def recurrence(text: str, paper: str) -> int:
     return min(RECURRENCE_CAP, sum(1 for _ in re.finditer(pattern, paper, flags=re.IGNORECASE)))
 
 
-def feature_matrix(items: Sequence[Scored], texts: dict[str, str], kinds: dict[str, str]) -> np.ndarray:
-    """One row of :data:`FEATURES` per answer. Ranks and list sizes are within (paper, question, bridge entity);
-    agreement is the share of the most readers any answer of that question had (1 for a single reader)."""
-    groups: dict[tuple, list[int]] = defaultdict(list)
+def reader_counts(items: Sequence[Scored], readers: dict[str, int] | None = None) -> dict[str, int]:
+    """Question id -> the readers an answer's agreement is a share of: the question's ``readers`` where they are
+    known (a run knows its questions' models), else the most readers any answer of that question had (a coded
+    sheet, of many papers, does not say). A run's own answers never set it: the most over a run's papers made one
+    paper's confidence depend on which other papers were read with it."""
     most: dict[str, int] = defaultdict(lambda: 1)
+    if readers is not None:
+        most.update({q: max(1, n) for q, n in readers.items()})
+        return most
+    for item in items:
+        most[item.question_id] = max(most[item.question_id], item.n_models)
+    return most
+
+
+def feature_matrix(items: Sequence[Scored], texts: dict[str, str], kinds: dict[str, str],
+                   readers: dict[str, int] | None = None) -> np.ndarray:
+    """One row of :data:`FEATURES` per answer. Ranks and list sizes are within (paper, question, bridge entity);
+    agreement is the share of the question's readers that gave the answer (:func:`reader_counts`; 1 for a single
+    reader)."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    most = reader_counts(items, readers)
     for i, item in enumerate(items):
         groups[(item.paper_id, item.question_id, item.bridge_entity)].append(i)
-        most[item.question_id] = max(most[item.question_id], item.n_models)
     rank = [0] * len(items)
     size = [0] * len(items)
     for members in groups.values():
@@ -107,7 +122,8 @@ def feature_matrix(items: Sequence[Scored], texts: dict[str, str], kinds: dict[s
     rows = []
     for i, item in enumerate(items):
         rows.append([
-            item.score, math.log(rank[i]), math.log(size[i]), item.n_models / most[item.question_id],
+            item.score, math.log(rank[i]), math.log(size[i]),
+            item.n_models / max(most[item.question_id], item.n_models),
             math.log1p(recurrence(item.text, texts.get(item.paper_id, ""))), float(item.grounded),
             float(kinds.get(item.question_id) == "phrase"), math.log1p(len(item.text.split())),
             math.log(max(item.score, SCORE_FLOOR)),
@@ -260,12 +276,13 @@ def scored_from_answer(answer) -> Scored:
 
 
 def add_confidence(answers: Sequence, texts: dict[str, str], kinds: dict[str, str], calibrator: Calibrator,
-                   by_question: dict[str, Calibrator] | None = None) -> None:
+                   by_question: dict[str, Calibrator] | None = None, readers: dict[str, int] | None = None) -> None:
     """The confidence stage: every final answer's ``confidence`` (the other rows are not shown to coders), from
     its question's calibrator in ``by_question`` (an adapted reader's own) or else ``calibrator``; each answer is
-    predicted by that one calibrator only."""
+    predicted by that one calibrator only. ``readers``: question id -> its number of readers (see
+    :func:`reader_counts`)."""
     finals = [a for a in answers if a.final]
-    x = feature_matrix([scored_from_answer(a) for a in finals], texts, kinds)
+    x = feature_matrix([scored_from_answer(a) for a in finals], texts, kinds, readers)
     chosen = [(by_question or {}).get(a.question_id, calibrator) for a in finals]
     p = np.zeros(len(finals))
     for each in {id(c): c for c in chosen}.values():

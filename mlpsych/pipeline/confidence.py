@@ -89,6 +89,8 @@ class ConfidenceStage:
         self.settings = settings
         self.questions = questions  # every question of the run
         self.kinds = {q.id: q.kind for q in questions.questions}
+        # an answer's agreement is a share of its question's readers: never of what other papers' answers had
+        self.readers = {q.id: len(set(q.models)) for q in questions.questions}
         self._calibrators: RunCalibrators | None = None
 
     def plan(self, size: LevelSize) -> list[ProgressEvent]:
@@ -99,5 +101,5 @@ class ConfidenceStage:
             self._calibrators = run_calibrators(self.settings, self.questions)
         calibrators = self._calibrators
         add_confidence(ctx.result.answers[level.first_row:], {d.id: d.text for d in level.docs}, self.kinds,
-                       calibrators.run, calibrators.by_question)
+                       calibrators.run, calibrators.by_question, self.readers)
         ctx.result.info.calibrator = calibrators.describe()

@@ -10,6 +10,13 @@ import pytest
 
 from mlpsych.answers import Answer
 from mlpsych.coding import confidence as cf
+from mlpsych.documents import Document
+from mlpsych.pipeline.confidence import ConfidenceStage
+from mlpsych.pipeline.context import ModelPool, RunCounters, StageContext
+from mlpsych.pipeline.records import Level
+from mlpsych.pipeline.result import RunResult
+from mlpsych.questions import QuestionSet, QuestionTemplate
+from mlpsych.settings import RunSettings
 
 
 def test_features_rank_within_each_list_and_share_of_readers():
@@ -25,6 +32,38 @@ def test_features_rank_within_each_list_and_share_of_readers():
     assert list(col["agreement"]) == [1.0, 0.5, 1.0, 0.5]  # q1's most readers on one answer: 2
     assert list(np.expm1(col["log_recurrence"])) == pytest.approx([2, 1, 0, 1])
     assert list(col["grounded"]) == [1, 1, 0, 1] and list(col["phrase"]) == [0, 0, 1, 0]
+
+
+def _run_confidences(docs: list[Document], answers: list[Answer], calibrator: str) -> dict[tuple[str, str], float]:
+    """The confidence stage over one level of ``docs`` (q1 read by two readers): (paper, answer) -> confidence."""
+    q1 = QuestionTemplate(id="q1", text="What techniques were used?", models=["m1", "m2"])
+    questions = QuestionSet(questions=[q1])
+    result = RunResult(docs, questions, answers=[Answer.from_dict(a.to_dict()) for a in answers])
+    settings = RunSettings(answers={"calibrator": calibrator})
+    ConfidenceStage(settings, questions).run(Level([q1], docs),
+                                             StageContext(settings, None, result, RunCounters(), ModelPool(), []))
+    return {(a.doc_id, a.text): a.confidence for a in result.answers}
+
+
+def test_a_papers_confidence_does_not_depend_on_the_other_papers_of_the_run(tmp_path):
+    """Agreement was a share of the most readers any answer of the question had in the whole run: paper B's
+    answers, each from one of q1's two readers, got agreement 1 read alone and 0.5 read beside paper A, where both
+    readers gave one answer; with a study's calibrator that weighs agreement (the shipped one, fitted on one
+    reader, does not), their confidence, and so the order of the answers sheet, changed with the folder."""
+    weights = [1.0 if name == "agreement" else 0.0 for name in cf.FEATURES]
+    calibrator = tmp_path / "calib.json"
+    cf.Calibrator(weights, 0.0, [0.0] * len(weights), [1.0] * len(weights), {}, list(cf.FEATURES)).save(calibrator)
+    a = Document(id="A", text="We used SVM and random forests.")
+    b = Document(id="B", text="We fitted a lasso regression and ridge.")
+    answers = [Answer("A", "q1", "SVM", "extractive", ["m1", "m2"], 0.6, 8, 11, ensemble=True, final=True),
+               Answer("A", "q1", "random forests", "extractive", ["m1"], 0.3, 16, 30, ensemble=True, final=True),
+               Answer("B", "q1", "lasso regression", "extractive", ["m1"], 0.4, 12, 28, ensemble=True, final=True),
+               Answer("B", "q1", "ridge", "extractive", ["m2"], 0.2, 33, 38, ensemble=True, final=True)]
+    together = _run_confidences([a, b], answers, str(calibrator))
+    alone = _run_confidences([b], answers[2:], str(calibrator))
+    assert alone == {k: v for k, v in together.items() if k[0] == "B"}
+    x = cf.feature_matrix([cf.scored_from_answer(x) for x in answers[2:]], {"B": b.text}, {}, {"q1": 2})
+    assert list(x[:, cf.FEATURES.index("agreement")]) == [0.5, 0.5]  # one of q1's two readers, alone or not
 
 
 def test_fit_learns_the_direction_and_round_trips_as_json(tmp_path):
