@@ -382,3 +382,29 @@ def test_each_paper_is_tokenized_once_per_reader_and_models_are_freed_between_st
     assert tokenized and set(tokenized.values()) == {1}
     assert {model for model, _ in tokenized} == {m for q in qs.questions for m in q.models}
     assert pipeline.models.readers == {}
+
+
+def test_the_run_sheet_names_each_models_revision_and_the_llms_dtype(tmp_path):
+    """The run sheet named the models by id alone and said what the readers' dtype ``auto`` became, not the LLM's:
+    a Hub model updated in place, or a reader folder trained again, gave other answers from a sheet that read the
+    same. Every model the run loads (the LLM too) is there with its commit or its files' fingerprint."""
+    from mlpsych.cache import model_fingerprint
+    from mlpsych.export import run_rows
+    from mlpsych.questions import QuestionSet, QuestionTemplate
+
+    folder = tmp_path / "my-reader"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "bert"}')
+    question = QuestionTemplate(id="q1", text="What techniques were used?", models=[str(folder), "org/reader"],
+                                normalize={"prompt": "List them: {answers}", "model": "org/llm"})
+    result = Pipeline(QuestionSet(questions=[question]), RunSettings(), ResultCache(tmp_path / "c"),
+                      progress=False).run([])
+    assert result.info.model_revisions == {str(folder): model_fingerprint(str(folder)), "org/reader": "org/reader",
+                                           "org/llm": "org/llm"}  # Hub ids never downloaded: no commit to name
+    assert result.info.llm_dtype == dtype_name("auto")
+    rows = dict(run_rows(result))
+    assert model_fingerprint(str(folder)) in rows["model_revisions"] and rows["llm_dtype"] == dtype_name("auto")
+    quiet = Pipeline(QuestionSet(questions=[question]), RunSettings(llm=LLMSettings(enabled=False)),
+                     ResultCache(tmp_path / "c"), progress=False).run([])
+    assert quiet.info.llm_dtype is None and "llm_dtype" not in dict(run_rows(quiet))
+    assert set(quiet.info.model_revisions) == {str(folder), "org/reader"}

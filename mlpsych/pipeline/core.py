@@ -15,9 +15,10 @@ import time
 from dataclasses import replace
 
 from mlpsych import __version__
-from mlpsych.cache import ResultCache
+from mlpsych.cache import ResultCache, model_fingerprint
 from mlpsych.documents import Document
-from mlpsych.models import is_random_weights
+from mlpsych.errors import ModelLoadError
+from mlpsych.models import dtype_name, is_random_weights
 from mlpsych.pipeline.confidence import ConfidenceStage
 from mlpsych.pipeline.context import ModelPool, RunCounters, Stage, StageContext
 from mlpsych.pipeline.follow_up import FollowUpStage
@@ -171,12 +172,31 @@ class Pipeline:
                 lines.append(f"{model}: answered {', '.join(asked)}; {described}")
         return lines
 
+    def _run_models(self) -> dict[str, list[str]]:
+        """Every model of the run (readers, the cascade's small reader, the LLM: what its plan loads) -> the stages
+        that use it, in the order the run loads them."""
+        models: dict[str, list[str]] = {}
+        for event in self.plan(1):
+            models.setdefault(event.model, []).append(event.stage)
+        return models
+
+    def _llm_dtype(self, models: dict[str, list[str]]) -> str | None:
+        """What the LLM's ``auto`` dtype was here, when the run normalizes (None without an LLM, or where it could
+        not run as asked: the run then kept its extractive answers, and its warnings say why)."""
+        if not any("normalize" in stages for stages in models.values()):
+            return None
+        try:
+            return dtype_name(self.settings.llm.dtype, self.settings.llm.device)
+        except ModelLoadError:
+            return None
+
     def _info(self, started: float, during: RunInfo) -> RunInfo:
         """The run's facts; ``during``: what the stages noted while running (warnings, the calibrator)."""
         import torch
         import transformers
 
         counters = self.counters
+        models = self._run_models()
         return RunInfo(
             mlpsych=__version__,
             python=platform.python_version(),
@@ -187,10 +207,13 @@ class Pipeline:
             models=sorted({m for q in self.questions.questions for m in q.models}),
             adapted_readers=self._adapted(),
             # random-weight models (the demo's): their answers are meaningless, and the front ends and sheets say so
-            demo_models=sorted({e.model for e in self.plan(1) if is_random_weights(e.model)}),
+            demo_models=sorted(m for m in models if is_random_weights(m)),
             settings=self.settings.describe(),
             # "auto" differs between machines (bf16 where the CPU has it): what the readers ran in, to reproduce
             reader_dtype=self.settings.reader.cache_fields()["dtype"],
+            llm_dtype=self._llm_dtype(models),
+            # which files or Hub commit each model was: an id alone does not say (a Hub model is updated in place)
+            model_revisions={m: model_fingerprint(m) for m in models},
             started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
             seconds=round(time.time() - started, 2),
             cache=str(self.cache.path),

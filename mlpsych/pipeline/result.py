@@ -34,6 +34,10 @@ class RunInfo:
     demo_models: list[str] = field(default_factory=list)  # random-weight models: their answers mean nothing
     settings: dict[str, Any] = field(default_factory=dict)  # RunSettings.describe()
     reader_dtype: str = ""  # what "auto" resolved to here, to reproduce the run
+    llm_dtype: str | None = None  # the same for the LLM, when the run normalizes
+    # every model of the run (readers, the cascade's small reader, the LLM) -> its identity as the cache keys it: a
+    # Hub model's commit, a folder's files (``mlpsych.cache.model_fingerprint``)
+    model_revisions: dict[str, str] = field(default_factory=dict)
     started: str = ""
     seconds: float = 0.0
     cache: str = ""
@@ -51,12 +55,12 @@ class RunInfo:
     SUMMED: ClassVar[tuple[str, ...]] = ("cache_hits", "cache_misses", "windows_read", "llm_prompts_generated")
 
     def to_dict(self) -> dict[str, Any]:
-        """As the run sheet lists it: the warnings when there are any, the calibrator and the engine's facts when
-        set."""
+        """As the run sheet lists it: the warnings when there are any, the calibrator, the LLM's dtype and the
+        engine's facts when set."""
         data = asdict(self)
         if not data["warnings"]:
             del data["warnings"]
-        for key in ("calibrator", "engine", "workers"):
+        for key in ("calibrator", "llm_dtype", "engine", "workers"):
             if data[key] is None:
                 del data[key]
         return data
