@@ -10,10 +10,11 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,33 @@ def cached_commit(repo_id: str) -> str | None:
     network): the name of the snapshot folder its cached config.json lies in."""
     config = cached_config(repo_id)
     return config.parent.name if config else None
+
+
+# A work file or folder of ours unchanged for this long is a killed process's (a SIGKILL or a power cut skips its
+# clean-up; writing the largest sheet takes seconds, exporting the largest reader minutes): the next writer beside it
+# removes it.
+LEFTOVER_SECONDS = 3600
+
+
+def remove_leftovers(entries: Iterable[Path]) -> None:
+    """Remove the ``entries`` (temporary files or work folders a writer of ours made) in which nothing changed for
+    ``LEFTOVER_SECONDS``: a younger one may be another process's work under way, and is left to it. A folder's last
+    change is its own or any of its files'; one gone meanwhile (its process finished) is skipped."""
+    now = time.time()
+    for entry in entries:
+        folder = entry.is_dir() and not entry.is_symlink()
+        try:
+            times = [entry.lstat().st_mtime] + ([f.lstat().st_mtime for f in entry.iterdir()] if folder else [])
+            changed = max(times)
+            if now - changed < LEFTOVER_SECONDS:
+                continue
+            if folder:
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError:  # gone meanwhile, or not ours to remove
+            continue
+        log.debug("removed %s, left by a process that stopped %.0f hours ago", entry, (now - changed) / 3600)
 
 
 @contextmanager

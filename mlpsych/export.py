@@ -9,13 +9,13 @@ import logging
 import os
 import re
 import secrets
-import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path, PurePath
 
 from mlpsych.answers import Answer, AnswerStage
+from mlpsych.cache import remove_leftovers
 from mlpsych.documents import Document
 from mlpsych.errors import OutputError
 from mlpsych.models import DEMO_NOTE
@@ -315,11 +315,6 @@ def _cells(row: dict) -> list:
 WRITERS = {".xlsx": write_xlsx, ".csv": write_csv, ".jsonl": write_jsonl}
 
 
-# A temporary file of an output unchanged for this long is a killed write's (writing the largest sheet takes seconds):
-# the next write of that output removes it.
-STALE_TEMPORARY_SECONDS = 3600
-
-
 def temporary_path(path: Path) -> Path:
     """A new, empty file where ``write_result`` writes before renaming: hidden, beside the output (a rename within
     one folder is atomic), its name this writer's own, so two runs writing one ``--out`` at once never write into
@@ -330,26 +325,16 @@ def temporary_path(path: Path) -> Path:
     return tmp
 
 
-def remove_stale_temporaries(path: Path, now: float | None = None) -> None:
+def remove_stale_temporaries(path: Path) -> None:
     """Remove the temporary files of ``path`` that killed writes left (a SIGKILL or a power cut skips
-    ``write_result``'s clean-up), those unchanged for ``STALE_TEMPORARY_SECONDS``: a younger one may be another
-    run's write of the same output under way, and is left to it. An older mlpsych's one name (no token) goes too."""
-    now = time.time() if now is None else now
+    ``write_result``'s clean-up), as :func:`mlpsych.cache.remove_leftovers` rules: a younger one may be another
+    run's write of the same output under way. An older mlpsych's one name (no token) goes too."""
     pattern = re.compile(rf"\.{re.escape(path.name)}\.(?:[0-9a-f]+\.)?tmp{re.escape(path.suffix)}")
     try:
         entries = list(path.parent.iterdir())
     except OSError:  # a folder one may write in but not list: a clean-up never stops the write
         return
-    for entry in entries:
-        if not pattern.fullmatch(entry.name):
-            continue
-        try:
-            age = now - entry.lstat().st_mtime
-            if age >= STALE_TEMPORARY_SECONDS:
-                entry.unlink()
-                log.debug("removed %s, left by a write that stopped %.0f hours ago", entry, age / 3600)
-        except OSError:  # gone meanwhile (its run finished), or not ours to remove
-            continue
+    remove_leftovers(e for e in entries if pattern.fullmatch(e.name) and (e.is_symlink() or not e.is_dir()))
 
 
 def write_result(result: RunResult, path: Path) -> Path:

@@ -20,7 +20,6 @@ import logging
 import os
 import shutil
 import tempfile
-import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,9 +37,6 @@ EXPORT_VERSION = 1  # bump when the export changes what a cached file holds
 FP32_FILE, INT8_FILE = "model.onnx", "model-int8.onnx"
 INSTALL_HELP = 'pip install "mlpsych[onnx]" (ONNX Runtime and onnx, from PyPI)'
 DTYPES = {"auto": "float32", "fp32": "float32", "float32": "float32", "int8": "qint8", "qint8": "qint8"}
-# A work folder nothing in which changed for this long is a killed export's (an export or quantization of the
-# largest readers takes minutes, and writes its file at the end): the next export into its folder removes it.
-STALE_WORK_SECONDS = 3600
 
 
 def refusal(dtype: str, device: str) -> str | None:
@@ -189,27 +185,14 @@ def quantize_export(folder: Path) -> None:
 def _work_folder(parent: Path, prefix: str) -> Iterator[Path]:
     """A private folder in ``parent`` (the same file system, so what is made there moves into place whole), gone
     after, whatever was left in it by a crash or a Ctrl-C; a killed process's left-overs go the next time."""
-    remove_stale_work(parent, prefix)
+    from mlpsych.cache import remove_leftovers
+
+    remove_leftovers(p for p in parent.glob(prefix + "*") if p.is_dir() and not p.is_symlink())
     work = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     try:
         yield work
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def remove_stale_work(parent: Path, prefix: str, now: float | None = None) -> None:
-    """Remove the ``prefix`` work folders in ``parent`` that a killed export left (a SIGKILL or a power cut skips
-    :func:`_work_folder`'s clean-up, and each holds a model's size): those where nothing changed for
-    ``STALE_WORK_SECONDS``. A younger one may be another process's export under way, and is left to it."""
-    now = time.time() if now is None else now
-    for work in parent.glob(prefix + "*"):
-        try:
-            changed = max([work.stat().st_mtime, *(entry.stat().st_mtime for entry in work.iterdir())])
-        except OSError:  # gone meanwhile (its process finished), or not a folder
-            continue
-        if now - changed >= STALE_WORK_SECONDS:
-            log.debug("removing %s, left by an export that stopped %.0f hours ago", work, (now - changed) / 3600)
-            shutil.rmtree(work, ignore_errors=True)
 
 
 class _ErrorsOnly(logging.Filter):

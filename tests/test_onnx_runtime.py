@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mlpsych.cache import LEFTOVER_SECONDS
 from mlpsych.documents import Document
 from mlpsych.errors import ModelLoadError
 from mlpsych.models import DTYPE_ENV
@@ -259,7 +260,7 @@ def test_a_killed_exports_work_folder_goes_with_the_next_export_but_a_running_on
     import os
     import time
 
-    old = time.time() - onnx_runtime.STALE_WORK_SECONDS - 60
+    old = time.time() - LEFTOVER_SECONDS - 60
     killed, running, kept = tmp_path / ".export-killed", tmp_path / ".export-running", tmp_path / "0123abcd"
     for folder in (killed, running, kept):
         folder.mkdir()
