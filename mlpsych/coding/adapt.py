@@ -21,16 +21,19 @@ to the folder (it says what it was fitted on).
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import re
 import shutil
+import tempfile
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from mlpsych.cache import remove_leftovers
 from mlpsych.coding.coded import Coding, CodedSpan
 from mlpsych.coding.crossfit import CALIBRATOR_FILE, CrossFitted, cross_fitted_calibrator
 from mlpsych.dev.train_reader import (
@@ -270,9 +273,7 @@ def adapt(coding: Coding, documents: dict[str, Document], questions: QuestionSet
         raise AdaptError(f"coded question(s) {', '.join(unknown)} are not in the question file "
                          f"(it has {', '.join(q.id for q in questions.questions)}): give the question file the "
                          "coding was done with (--questions)")
-    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / META_FILE).is_file():
-        raise AdaptError(f"{out_dir} exists and is not a reader folder: give a new folder (or an earlier adapted "
-                         "reader's, which is replaced)")
+    check_out(out_dir)
     papers = coding.papers
     held = papers[len(papers) - options.heldout_papers:] if options.heldout_papers else []
     if held and len(held) >= len(papers):
@@ -344,18 +345,45 @@ def _calibrate(coding: Coding, documents: dict[str, Document], questions: Questi
                                    train_fold, progress)
 
 
+def check_out(out_dir: Path) -> None:
+    """Before training: ``out_dir`` can become the reader folder. A file there, or a place that takes no folder
+    (read-only, not there to be made), was found only at the write, after the training, as a bug in mlpsych."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise AdaptError(f"--out {out_dir} is a file: a reader is a folder; give the name of a new folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / META_FILE).is_file():
+        raise AdaptError(f"{out_dir} exists and is not a reader folder: give a new folder (or an earlier adapted "
+                         "reader's, which is replaced)")
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.write-check-"))
+    except OSError as error:
+        raise AdaptError(f"--out {out_dir}: cannot write a folder in {out_dir.parent} ({error.strerror or error}): "
+                         "give --out in a folder you can write to") from None
+
+
 def _write_atomically(out_dir: Path, fitted, settings: TrainSettings, meta: dict) -> None:
     """Write the folder beside ``out_dir`` and rename it into place (an earlier reader there is replaced only
-    once the new one is complete), so a crash never leaves a half-written reader."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    partial = out_dir.with_name(f".{out_dir.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    save_reader(partial, fitted.model, fitted.tokenizer, settings, meta)
-    old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-    if out_dir.exists():
-        os.replace(out_dir, old)
-    os.replace(partial, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    once the new one is complete), so a crash never leaves a half-written reader; what a killed adapt left beside it
+    goes as :func:`mlpsych.cache.remove_leftovers` rules. A write that fails (a full disk) is one line: the training
+    is in its checkpoints, and the rerun writes it without training again."""
+    work = f".{out_dir.name}."
+    remove_leftovers(p for kind in ("partial", "old") for p in out_dir.parent.glob(f"{glob.escape(work)}{kind}-*"))
+    partial = out_dir.with_name(f"{work}partial-{os.getpid()}")
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(partial, ignore_errors=True)
+        save_reader(partial, fitted.model, fitted.tokenizer, settings, meta)
+        old = out_dir.with_name(f"{work}old-{os.getpid()}")
+        if out_dir.exists():
+            os.replace(out_dir, old)
+        os.replace(partial, out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError as error:
+        raise AdaptError(f"--out {out_dir} cannot be written ({error.strerror or error}); the training is kept in "
+                         f"its checkpoints: rerun the same command once it can be written, and it is not trained "
+                         "again") from None
+    finally:  # an interrupted or failed write leaves no half-written folder (after the rename there is none)
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def adapted_meta(reader_dir: str | Path) -> dict | None:

@@ -173,6 +173,52 @@ def test_command_line_refuses_in_one_line(tmp_path: Path, capsys, tiny_bert: Pat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_an_out_that_cannot_become_a_reader_folder_is_one_line_before_training(tmp_path: Path, capsys, where,
+                                                                               tiny_bert: Path):
+    """`--out notes.txt` ended in "NotADirectoryError ... this is a bug"; an --out in a place that takes no folder
+    (read-only, or under a file) trained first, then ended so at the write."""
+    from tests.coding.conftest import answer_row, write_sheet
+
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text(json.dumps({"id": "A", "text": PAPER_A}) + "\n", encoding="utf-8")
+    coded = write_sheet(tmp_path / "c.xlsx", [answer_row("A", PAPER_A, "q1", "random forests", correct="yes")])
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    out = tmp_path / "notes.txt" / ("" if where == "a file" else "reader")
+    assert main(["adapt", "--reader", str(tiny_bert), "--texts", str(texts), "--coded", str(coded), "--out", str(out),
+                 "--checkpoints", str(tmp_path / "ck"), "--epochs", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mlpsych: error: --out {out}"), err
+    assert ("is a file: a reader is a folder" if where == "a file" else "cannot write a folder in") in err[0]
+    assert not (tmp_path / "ck").exists()  # nothing was trained
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_a_killed_adapts_half_written_folder_is_removed_by_the_next(tmp_path: Path, documents, questions,
+                                                                    tiny_bert: Path):
+    """A SIGKILL (or power cut) while the reader was written left its hidden `.NAME.partial-PID` folder, a reader's
+    size, beside --out for good; an interrupted or failed write leaves none either."""
+    import os
+    import time
+
+    killed = tmp_path / ".adapted.partial-1"
+    killed.mkdir()
+    (killed / "model.safetensors").write_bytes(b"half")
+    hour_ago = time.time() - 3700
+    for path in (killed / "model.safetensors", killed):
+        os.utime(path, (hour_ago, hour_ago))
+    running = tmp_path / ".adapted.partial-2"  # another adapt's write under way: left to it
+    running.mkdir()
+    start = PAPER_A.index("random forests")
+    coding = Coding([CodedSpan("A", "q1", "random forests", start, start + 14, True, "gold")], {("A", "q1")})
+    settings = adapt_settings(str(tiny_bert), max_length=64, stride=16, batch_size=4, epochs=1)
+    done = adapt(coding, documents, questions, tmp_path / "adapted", settings,
+                 AdaptOptions(passage_words=12, calibration_folds=0), checkpoints=tmp_path / "ck", progress=False)
+    assert done.out_dir == tmp_path / "adapted" and (done.out_dir / META_FILE).is_file()
+    assert not killed.exists() and running.exists()
+    assert sorted(p.name for p in tmp_path.glob(".adapted*")) == [running.name]
+
+
 def test_command_line_cross_fits_three_folds_unless_told(tmp_path: Path, capsys, tiny_bert: Path):
     texts = tmp_path / "texts.jsonl"
     texts.write_text(json.dumps({"id": "A", "text": PAPER_A}) + "\n", encoding="utf-8")
