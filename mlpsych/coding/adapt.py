@@ -466,9 +466,21 @@ def use_adapted(questions: QuestionSet, readers: Sequence[str | Path]) -> Questi
         mine = [q for q in adapted if q in {t.id for t in questions.questions}]
         if not mine:
             raise AdaptError(f"--adapted {reader}: adapted on {', '.join(adapted)}, none of which this run asks")
+        _refuse_other_questions(reader, adapted_meta(reader)["questions"], questions, mine)
         models.update({q: str(reader) for q in mine})
     return questions.model_copy(update={"questions": [
         q.model_copy(update={"models": [models[q.id]]}) if q.id in models else q for q in questions.questions]})
+
+
+def _refuse_other_questions(reader: str | Path, learnt: dict, questions: QuestionSet, ids: Sequence[str]) -> None:
+    """Question ids are a file's own ("q1" is sample size in one study's file, techniques in mlpsych's): a reader
+    adapted on another file's q1 answered this run's q1 without a word. The texts it learnt must be the run's
+    (spacing and case aside); a folder that recorded none is not checked."""
+    for q in ids:
+        text, asked = learnt[q].get("text"), questions.get(q).text
+        if isinstance(text, str) and " ".join(text.split()).casefold() != " ".join(asked.split()).casefold():
+            raise AdaptError(f"--adapted {reader}: adapted on another question {q} ({text!r}) than this run's "
+                             f"({asked!r}): give the question file it was adapted with (--questions)")
 
 
 def summary_lines(result: AdaptResult) -> Sequence[str]:

@@ -265,6 +265,23 @@ def test_questions_with_too_few_coded_answers_keep_their_base_reader(tmp_path: P
         use_adapted(questions.select(["q1", "q3"]), [folder])
 
 
+def test_a_reader_adapted_on_another_files_question_of_the_same_id_is_refused(tmp_path: Path, questions):
+    """A reader adapted on a study's own file, whose q1 asks for the sample size, answered mlpsych's q1 (the
+    techniques) in a run given no --questions, without a word."""
+    folder = tmp_path / "adapted"
+    folder.mkdir()
+    asked = questions.get("q1").text
+    section = {"base_reader": "base", "papers": ["A"], "options": {"min_answers": 1},
+               "questions": {"q1": {"text": "How many participants took part?", "positive": 20}}}
+    (folder / META_FILE).write_text(json.dumps({"adapted": section}))
+    with pytest.raises(AdaptError, match=r"adapted on another question q1 \('How many participants took part\?'\) "
+                                         r"than this run's .*give the question file it was adapted with"):
+        use_adapted(questions.select(["q1"]), [folder])
+    section["questions"]["q1"]["text"] = "  " + asked.upper().replace(" ", "\n ")  # spacing and case aside
+    (folder / META_FILE).write_text(json.dumps({"adapted": section}))
+    assert use_adapted(questions.select(["q1"]), [folder]).get("q1").models == [str(folder)]
+
+
 @pytest.mark.parametrize("edit", [{"questions": {"q1": 5}}, {"options": {"min_answers": "16"}}, {"options": [16]},
                                   {"source": {"coded": "sheet.xlsx"}}, {"source": {"coded": [1]}}, {"source": "x"}],
                          ids=["counts", "min-text", "options-list", "coded-text", "coded-number", "source-text"])
