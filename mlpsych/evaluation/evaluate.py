@@ -223,6 +223,9 @@ def read_sheet(path: str | Path | bytes, sheet: str, required: bool = True) -> l
     name = "the workbook" if in_memory else path
     if not in_memory and not Path(path).is_file():
         raise EvalInputError(f"{path}: no such file")
+    if not in_memory and Path(path).suffix.lower() in (".csv", ".tsv"):  # openpyxl's words: "check you can open it"
+        raise EvalInputError(f"{path}: a CSV holds no sheet {sheet!r}: give the .xlsx workbook `mlpsych run` wrote "
+                             f"(coding saved as CSV: paste its rows into that workbook's {sheet!r} sheet)")
     try:
         book = load_workbook(io.BytesIO(path) if in_memory else path, read_only=True, data_only=True)
     except Exception as error:  # openpyxl raises several types for a file that is not a workbook

@@ -306,6 +306,28 @@ def test_calibrate_refuses_a_sheet_of_another_corpus(tmp_path, coded_sheet, caps
     assert not out.exists()
 
 
+def test_calibrate_given_a_coded_sheet_saved_as_csv_says_what_to_give(tmp_path, coded_sheet, capsys):
+    """A coder's sheet saved as CSV got openpyxl's words: "cannot open as a workbook (openpyxl does not support .csv
+    file format, please check you can open it with Excel first ...)"."""
+    import csv
+
+    from openpyxl import load_workbook
+
+    from mlpsych.cli import main
+
+    from .conftest import PAPER_A
+
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text(json.dumps({"id": "A", "text": PAPER_A}) + "\n")
+    saved = tmp_path / "coded.csv"
+    with saved.open("w", newline="", encoding="utf-8-sig") as f:
+        csv.writer(f).writerows(load_workbook(coded_sheet)["answers"].iter_rows(values_only=True))
+    assert main(["calibrate", "--texts", str(texts), "--out", str(tmp_path / "c.json"), "--coded", str(saved)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"mlpsych: error: {saved}: a CSV holds no sheet 'answers': give the .xlsx workbook `mlpsych run` "
+                   "wrote (coding saved as CSV: paste its rows into that workbook's 'answers' sheet)"]
+
+
 def test_calibrate_names_the_marks_it_cannot_read(tmp_path, caplog):
     """A mark such as "x" was dropped by `mlpsych calibrate` without a word (agree and adapt name it)."""
     from mlpsych.cli import main
