@@ -384,7 +384,7 @@ def test_each_paper_is_tokenized_once_per_reader_and_models_are_freed_between_st
     assert pipeline.models.readers == {}
 
 
-def test_the_run_sheet_names_each_models_revision_and_the_llms_dtype(tmp_path):
+def test_the_run_sheet_names_each_models_revision_the_llms_dtype_and_the_tokenizers_version(tmp_path):
     """The run sheet named the models by id alone and said what the readers' dtype ``auto`` became, not the LLM's:
     a Hub model updated in place, or a reader folder trained again, gave other answers from a sheet that read the
     same. Every model the run loads (the LLM too) is there with its commit or its files' fingerprint."""
@@ -404,6 +404,9 @@ def test_the_run_sheet_names_each_models_revision_and_the_llms_dtype(tmp_path):
     assert result.info.llm_dtype == dtype_name("auto")
     rows = dict(run_rows(result))
     assert model_fingerprint(str(folder)) in rows["model_revisions"] and rows["llm_dtype"] == dtype_name("auto")
+    import tokenizers
+
+    assert rows["tokenizers"] == tokenizers.__version__  # offsets come from it: the version a rerun needs
     quiet = Pipeline(QuestionSet(questions=[question]), RunSettings(llm=LLMSettings(enabled=False)),
                      ResultCache(tmp_path / "c"), progress=False).run([])
     assert quiet.info.llm_dtype is None and "llm_dtype" not in dict(run_rows(quiet))

@@ -192,6 +192,7 @@ class Pipeline:
 
     def _info(self, started: float, during: RunInfo) -> RunInfo:
         """The run's facts; ``during``: what the stages noted while running (warnings, the calibrator)."""
+        import tokenizers
         import torch
         import transformers
 
@@ -202,6 +203,7 @@ class Pipeline:
             python=platform.python_version(),
             torch=torch.__version__,
             transformers=transformers.__version__,
+            tokenizers=tokenizers.__version__,
             platform=platform.platform(),
             questions=self.questions.source,
             models=sorted({m for q in self.questions.questions for m in q.models}),

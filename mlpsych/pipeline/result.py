@@ -27,6 +27,7 @@ class RunInfo:
     python: str = ""
     torch: str = ""
     transformers: str = ""
+    tokenizers: str = ""  # the fast tokenizers' library: its version can move a span's character offsets
     platform: str = ""
     questions: str = ""  # the question set's source
     models: list[str] = field(default_factory=list)
