@@ -58,14 +58,16 @@ def streamlit_args(port: int | None = None, address: str | None = None) -> list[
 PORTS_TRIED = 100  # the ports after a taken one searched for a free one to suggest
 
 
-def port_taken(port: int, address: str) -> bool:
-    """Whether a server already listens on ``port`` at ``address``: each address the name stands for is bound with
-    the options Streamlit's server sets, so a port Streamlit could take is free here. An address this machine does
-    not have is not "taken": Streamlit's own error on it is reported by :func:`serve`."""
+def port_refused(port: int, address: str) -> int | None:
+    """Why Streamlit could not listen on ``port`` at ``address``: ``errno.EADDRINUSE`` (a server listens there) or
+    ``errno.EACCES`` (a port this user may not open: below 1024 on most systems), else None. Each address the name
+    stands for is bound with the options Streamlit's server sets, so a port Streamlit could take is free here. An
+    address this machine does not have is not refused here: Streamlit's own error on it is reported by
+    :func:`serve`."""
     try:
         found = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError:
-        return False
+        return None
     for family, kind, proto, _, where in found:
         try:
             probe = socket.socket(family, kind, proto)
@@ -79,24 +81,28 @@ def port_taken(port: int, address: str) -> bool:
             try:
                 probe.bind(where)
             except OSError as error:
-                if error.errno == errno.EADDRINUSE:
-                    return True
-    return False
+                if error.errno in (errno.EADDRINUSE, errno.EACCES):
+                    return error.errno
+    return None
 
 
 def check_port(port: int | None, address: str | None = None) -> None:
-    """A UserError when the port asked for is taken (most often by another `mlpsych app`), naming a free one:
-    Streamlit would log "Port N is not available" among its start-up lines and exit 1. Without --port, Streamlit
-    takes the next free port itself."""
+    """A UserError when the port asked for is taken (most often by another `mlpsych app`) or not this user's to
+    open, naming a free one: Streamlit would log "Port N is not available" or "Permission denied" among its
+    start-up lines and exit 1. Without --port, Streamlit takes the next free port itself."""
     if port is None:
         return
     where = address or str(SERVER_OPTIONS["server.address"])
-    if not port_taken(port, where):
+    refused = port_refused(port, where)
+    if refused is None:
         return
-    after = range(port + 1, min(port + PORTS_TRIED, 65535) + 1)
-    free = next((p for p in after if not port_taken(p, where)), None)
-    raise UserError(f"port {port} is in use (another `mlpsych app`?): stop it or pass "
-                    f"{f'--port {free}' if free else 'another --port'}")
+    first = max(port + 1, 1024)  # a user refused a low port is refused them all
+    free = next((p for p in range(first, min(first + PORTS_TRIED, 65536)) if port_refused(p, where) is None), None)
+    instead = f"--port {free}" if free else "another --port"
+    if refused == errno.EACCES:
+        raise UserError(f"port {port} may not be opened by this user (ports below 1024 need administrator "
+                        f"rights): pass {instead}")
+    raise UserError(f"port {port} is in use (another `mlpsych app`?): stop it or pass {instead}")
 
 
 def serve(port: int | None = None, address: str | None = None) -> int:

@@ -3,6 +3,7 @@ no page, and no command to start one)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -79,14 +80,34 @@ def test_a_port_in_use_is_one_line_naming_a_free_one(monkeypatch, capsys):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert launch.port_taken(port, "localhost")
+        assert launch.port_refused(port, "localhost") == errno.EADDRINUSE
         assert main(["app", "--port", str(port)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
     prefix = f"mlpsych: error: port {port} is in use (another `mlpsych app`?): stop it or pass --port "
     assert err[0].startswith(prefix), err
     suggested = int(err[0].removeprefix(prefix))
-    assert suggested > port and not launch.port_taken(suggested, "localhost")
+    assert suggested > port and launch.port_refused(suggested, "localhost") is None
+
+
+def test_a_port_this_user_may_not_open_is_one_line_naming_one_above_1023(monkeypatch, capsys):
+    """A port below 1024 without administrator rights gave Streamlit's "Permission denied" and exit 1. (The
+    machine's own refusal cannot be had as root, which CI may be: the socket refuses as the kernel does.)"""
+    class Unprivileged(socket.socket):
+        def bind(self, where):
+            if where[1] < 1024:
+                raise PermissionError(errno.EACCES, "Permission denied")
+            return super().bind(where)
+
+    monkeypatch.setattr(launch, "require_streamlit", lambda: None)
+    monkeypatch.setattr(launch.socket, "socket", Unprivileged)
+    assert launch.port_refused(80, "localhost") == errno.EACCES
+    assert main(["app", "--port", "80"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    prefix = ("mlpsych: error: port 80 may not be opened by this user (ports below 1024 need administrator rights): "
+              "pass --port ")
+    assert len(err) == 1 and err[0].startswith(prefix), err
+    assert int(err[0].removeprefix(prefix)) >= 1024
 
 
 @pytest.mark.slow
