@@ -20,6 +20,7 @@ from mlpsych.documents import Document
 from mlpsych.errors import OutputError
 from mlpsych.models import DEMO_NOTE
 from mlpsych.normalize.answers import item_key
+from mlpsych.normalize.grounding import definition_of
 from mlpsych.pipeline import RunResult, isolated
 from mlpsych.questions import QuestionTemplate
 
@@ -145,29 +146,35 @@ def paper_rows(result: RunResult) -> list[dict]:
 FREQUENCY_COLUMNS = ["question_id", "question", "answer", "n_papers", "papers", "n_mentions"]
 
 
-def _answer_key(text: str, kind: str) -> str:
+def _answer_key(text: str, kind: str, paper: str) -> str:
     """Answers that count as one: an entity written differently (the key the LLM's items of one paper are told
-    apart by: case, hyphens, a plural); other answers differing only in case or spacing, their signs kept
-    ("β = −0.23" is not "β = 0.23")."""
-    return item_key(text) if kind == "entity" else shown(text).casefold()
+    apart by: case, hyphens, a plural), or named by the abbreviation, long form or "long form (ABBR)" its paper
+    defines (so "RF" in one paper counts with "random forests" in another, and an "LDA" defined as two things in two
+    papers counts as two); other answers differing only in case or spacing, their signs kept ("β = −0.23" is not
+    "β = 0.23")."""
+    if kind != "entity":
+        return shown(text).casefold()
+    defined = definition_of(text, paper)
+    return item_key(defined.long if defined else text)
 
 
 def frequency_rows(result: RunResult) -> list[dict]:
     """Each distinct final answer per question with the papers mentioning it (the paper's "exploded" view).
 
     Final answers are the normalized ones where the LLM stage ran, else the extractive ones. An entity written
-    differently is one answer ("random forests", "Random forest"). The shown text is the most frequent spelling;
+    differently is one answer ("random forests", "Random forest"; "RF" where its paper defines it so). The shown text is the most frequent spelling;
     papers are listed in corpus order. Rows: question order, then most papers first.
     """
     doc_order = {d.id: i for i, d in enumerate(result.documents)}
     q_order = {q.id: i for i, q in enumerate(result.questions.in_run_order())}
     q_text = {q.id: q.text for q in result.questions.questions}
     kinds = {q.id: q.kind for q in result.questions.questions}
+    texts = {d.id: d.text for d in result.documents}
     groups: dict[tuple[str, str], dict] = {}
     for a in result.answers:
         if not a.final or not a.text.strip():
             continue
-        key = _answer_key(a.text, kinds.get(a.question_id, ""))
+        key = _answer_key(a.text, kinds.get(a.question_id, ""), texts.get(a.doc_id, ""))
         group = groups.setdefault((a.question_id, key), {"spellings": {}, "papers": set(), "n": 0})
         group["spellings"][shown(a.text)] = group["spellings"].get(shown(a.text), 0) + 1
         group["papers"].add(a.doc_id)

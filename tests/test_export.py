@@ -254,6 +254,20 @@ def test_an_answer_written_in_the_singular_in_one_paper_and_plural_in_another_is
 
 
 
+
+def test_an_entity_its_paper_defines_counts_by_its_long_form_in_the_frequencies():
+    """"RF" in a paper defining "random forests (RF)" and "random forest" in another were two rows; "LDA" defined as
+    latent Dirichlet allocation in one paper and linear discriminant analysis in another was one."""
+    a = Document(id="paper-a", text="We trained random forests (RF) and Latent Dirichlet allocation (LDA). RF won.")
+    b = Document(id="paper-b", text="A random forest and linear discriminant analysis (LDA) were compared.")
+    c = Document(id="paper-c", text="Random forests (RF) were tuned.")
+    answers = [_answer(a, "q1", "RF"), _answer(b, "q1", "random forest"), _answer(c, "q1", "Random forests (RF)"),
+               _answer(a, "q1", "LDA"), _answer(b, "q1", "LDA")]
+    result = RunResult(documents=[a, b, c], questions=QUESTIONS, answers=answers)
+    got = sorted((r["n_papers"], r["papers"]) for r in frequency_rows(result))
+    assert got == [(1, "paper-a"), (1, "paper-b"), (3, "paper-a; paper-b; paper-c")]
+
+
 def test_two_runs_writing_one_out_at_once_each_write_their_own_file(tmp_path, monkeypatch):
     """Both runs wrote `.out.csv.tmp.csv`: the one that finished first took the other's half-written file for its
     own, and the other stopped with "out.csv cannot be written (No such file or directory)"."""

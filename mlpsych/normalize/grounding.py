@@ -290,7 +290,23 @@ def aliases(item: str, text: str) -> list[str]:
             names.append(pair.long)
         elif _long_key(pair.long) == key:
             names.append(pair.short)
+        elif _long_key(f"{pair.long} {pair.short}") == key:
+            names += [pair.long, pair.short]  # the item is the definition itself: either part names it
     return list(dict.fromkeys(names))
+
+
+def definition_of(item: str, text: str) -> AbbreviationPair | None:
+    """The paper's definition that ``item`` is a name of: its abbreviation, its long form or the whole
+    "long form (ABBR)" (case, separators and a final plural s aside); the first one written. None when there is
+    none, or when the paper gives the item two different long forms (an "LDA" defined twice is left alone)."""
+    letters = _letters(item) if is_abbreviation(item) else None
+    key = _long_key(item)
+    found = [pair for pair in defined_pairs(text)
+             if (letters is not None and _letters(pair.short) == letters) or _long_key(pair.long) == key
+             or _long_key(f"{pair.long} {pair.short}") == key]
+    if len({_long_key(pair.long) for pair in found}) != 1:
+        return None
+    return found[0]
 
 
 @dataclass(frozen=True)
@@ -303,6 +319,7 @@ class AbbreviationPair:
     short_end: int
     long_start: int
     long_end: int
+    definition_end: int | None = None  # just past the bracket closing "long form (ABBR)"; None for "(ABBR; ..."
 
 
 @lru_cache(maxsize=16)
@@ -322,8 +339,9 @@ def defined_pairs(text: str) -> tuple[AbbreviationPair, ...]:
             continue
         span = _long_form_before(text, match.start(), letters)
         if span:
+            closed = match.end() if match.group(0)[-1] in ")]" else None
             pairs.append(AbbreviationPair(short, text[span[0]:span[1]], match.start(1), match.end(2),
-                                          span[0], span[1]))
+                                          span[0], span[1], closed))
     return tuple(pairs)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlpsych.normalize.grounding import defined_pairs, ground, is_abbreviation
+from mlpsych.normalize.grounding import aliases, defined_pairs, definition_of, ground, is_abbreviation
 
 PAPER = (
     "We trained support vector machines (SVM) and a random forest (RF) on N = 300 participants. "
@@ -213,3 +213,23 @@ def test_an_item_written_without_or_with_a_letters_accent_is_grounded_where_the_
 def test_accents_alone_do_not_ground_another_word():
     assert not ground("Naive Bayesian networks", "We compared Naïve Bayes with random forests.").grounded
     assert not ground("Muller", "Miller (2019) argued").grounded
+
+
+def test_definition_of_names_each_part_and_the_whole_and_refuses_two_long_forms() -> None:
+    text = ("We used random forests (RF) [3] and Latent Dirichlet allocation (LDA). Linear discriminant analysis "
+            "(LDA) was a baseline; k-nearest neighbours (k-NN; Cover, 1967) too.")
+    rf = definition_of("RF", text)
+    assert rf is not None and text[rf.long_start:rf.definition_end] == "random forests (RF)"
+    for name in ("Random Forest", "random forests", "random forests (RF)", "RFs"):
+        assert definition_of(name, text) == rf
+    assert definition_of("LDA", text) is None  # two long forms: which is meant is not known
+    assert definition_of("latent Dirichlet allocation", text).short == "LDA"
+    knn = definition_of("k-NN", text)
+    assert knn is not None and knn.long == "k-nearest neighbours" and knn.definition_end is None  # "(k-NN; ..."
+    assert definition_of("logistic regression", text) is None
+
+
+def test_aliases_of_a_whole_definition_are_its_parts() -> None:
+    text = "We used random forests (RF). The RF had 500 trees."
+    assert aliases("random forests (RF)", text) == ["random forests (RF)", "random forests", "RF"]
+    assert aliases("RF", text) == ["RF", "random forests"]
