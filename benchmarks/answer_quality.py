@@ -18,8 +18,7 @@ F1, EM, Mentions, the precision-aware micro F1 (exact: mF1; partial overlap: pF1
 answer, on each half and pooled with a 95% bootstrap interval, then the arms' differences from ``paper`` per half
 with paired bootstrap intervals, the windows read and the seconds. Each arm has its own cache (a subfolder of
 ``--cache``; start from an empty one, or the windows and seconds are only what was not cached), so its windows and
-seconds are its whole cost; the ``<preset>-abbr-<mode>`` arms, which read as their preset and merge otherwise,
-share its cache (run them after it). The F1 and Mentions of the paper take, for each gold answer, the best predicted answer,
+seconds are its whole cost. The F1 and Mentions of the paper take, for each gold answer, the best predicted answer,
 so more answers never lower them: read them beside answers per paper and mF1/pF1. Last, each ablation's decision
 by the rule of ``decide``.
 
@@ -91,10 +90,6 @@ ARMS: dict[str, Arm] = {
     "fast-tools-off": Arm("fast", deep_update(FP32, {"retrieval": {"cascade": {"tool_windows": False}}}),
                           deviation="the cascade's q2 reads only the windows it chooses"),
     "paper-bf16": Arm("paper", {"reader": {"dtype": "bf16"}}, deviation="reader in bf16"),
-    # one answer for the two names a paper defines for one thing (AnswerSettings.abbreviations), per preset
-    **{f"{preset}-abbr-{mode}": Arm(preset, deep_update(FP32, {"answers": {"abbreviations": mode}}),
-                                    deviation=f"answers linked by the paper's abbreviations ({mode})")
-       for preset in ("paper", "fast") for mode in ("pairs", "all")},
     # the default with one of its deviations set back to the paper's code
     "+windows": Arm("paper", deep_update(FP32, {"reader": {"max_length": 384, "layout": "per_question"}}),
                     deviation="384-token windows laid out per question (not the model's 512, shared)"),
@@ -340,7 +335,6 @@ def main() -> None:
     labels = {name: ARMS[name].deviation or ARMS[name].preset for name in plans}
     masses = [float(m) for m in args.masses.split(",") if m]
     caches = {mass_name(m): "fast-mass" for m in masses}
-    caches.update({name: ARMS[name].preset for name in arms if "-abbr-" in name})  # same reading, merged otherwise
     for mass in masses:
         plans[mass_name(mass)] = [(mass_arm(mass), docs)]
         labels[mass_name(mass)] = mass_arm(mass).deviation

@@ -29,9 +29,6 @@ class QuestionKind:
     """What a kind of answer sets when a template does not say."""
 
     max_answer_tokens: int  # longest answer, in tokens
-    # Answers are names of things, so two answers the paper defines as one ("random forests (RF)") are one answer
-    # (AnswerSettings.abbreviations); a phrase or a number is left as read.
-    names: bool = False
 
 
 # The kinds of answer a template may name, with their defaults: a new kind is one entry. Entities: the
@@ -39,7 +36,7 @@ class QuestionKind:
 # average 26 words (better than 15 on both halves of the development papers: benchmarks/README.md,
 # answer_quality); numbers: an entity's 15.
 QUESTION_KINDS: dict[str, QuestionKind] = {
-    "entity": QuestionKind(max_answer_tokens=15, names=True),
+    "entity": QuestionKind(max_answer_tokens=15),
     "phrase": QuestionKind(max_answer_tokens=96),
     "number": QuestionKind(max_answer_tokens=15),
 }

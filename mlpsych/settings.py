@@ -131,9 +131,6 @@ class LLMSettings(BaseModel):
     keep_ungrounded: bool = False  # items the paper does not contain are answers too (the released code kept them)
 
 
-AbbreviationMode = Literal["off", "pairs", "all"]  # see AnswerSettings.abbreviations
-
-
 class AnswerSettings(BaseModel):
     """How a model's raw spans become answers, and several models' answers one list. The defaults are the released
     code's: mlpsych's own rules measured no better on answers (benchmarks/README.md, answer_quality)."""
@@ -153,13 +150,6 @@ class AnswerSettings(BaseModel):
     # The released rules read only a model's first ``read`` raw spans (the released code reads 20 of the pipeline's
     # 30, as the default does); None reads all the question's ``top_k``.
     read: int | None = Field(default=20, ge=1)
-    # mlpsych.reading.abbreviations; the choice measured in benchmarks/README.md (answer_quality)
-    abbreviations: AbbreviationMode = Field(
-        default="off",
-        description="answers to a question of names that the paper's own \"long form (ABBR)\" definition links: off "
-                    "(as read), pairs (an abbreviation and its long form both answered become one answer, the "
-                    "definition's text) or all (any answer naming a defined abbreviation or long form becomes the "
-                    "definition)")
     # The confidence column's calibrator (a file of ``mlpsych calibrate``); None: the default shipped with mlpsych,
     # fitted on the development papers (mlpsych.coding.confidence).
     calibrator: str | None = None
@@ -337,8 +327,7 @@ REFERENCE = {
     "reader": {"max_length": 384, "stride": 128, "layout": "per_question", "max_answer_tokens": 15,
                "snap_to_words": True, "keep_blank_tokens": True, "search": "pipeline", "dedupe": False,
                "same_text": "summed", "null_threshold": 0.0, "dtype": "fp32"},
-    "answers": {"rules": "released", "models": "union", "per_entity": 3, "entity_case": "exact", "read": 20,
-                "abbreviations": "off"},
+    "answers": {"rules": "released", "models": "union", "per_entity": 3, "entity_case": "exact", "read": 20},
     "llm": {"input_format": "joined", "keep_ungrounded": True, "max_new_tokens": 256},
     "max_sub_questions": 10_000,
 }

@@ -351,28 +351,6 @@ def test_every_merging_choice_of_the_settings_has_its_rule_and_an_unknown_one_na
             registry.get("no-such-choice")
 
 
-@pytest.mark.parametrize("question, mode, finals", [
-    ("q1", "pairs", ["random forests (RF)"]),  # two models' names of one thing: the paper's definition, once
-    ("q1", "off", ["RF", "random forest"]),
-    ("q3", "pairs", ["RF", "random forest"]),  # a phrase question's answers stay as read
-])
-def test_the_merge_stage_links_the_names_a_paper_defines_as_one_in_questions_of_names(question, mode, finals):
-    from mlpsych.answers import Span
-    from mlpsych.pipeline.merge import unit_answers
-    from mlpsych.pipeline.records import Unit
-    from mlpsych.reading.reader import Query
-    from mlpsych.settings import AnswerSettings
-
-    text = "We trained random forests (RF) to predict mood. RF was accurate; the random forest was tuned."
-    found = {"m1": ("RF", text.index("RF was")), "m2": ("random forest", text.index("random forest was"))}
-    template = load_question_set("mlpsych").get(question).model_copy(update={"models": ["m1", "m2"]})
-    unit = Unit(Document(id="p1", text=text), template, Query(question, template.text, 30, 15),
-                spans={m: [Span("p1", question, m, t, start, start + len(t), 0.5)] for m, (t, start) in found.items()})
-    answered = unit_answers(unit, AnswerSettings(abbreviations=mode))
-    assert [a.text for a in answered.rows if a.final] == finals
-    assert [a.text for m in ("m1", "m2") for a in answered.per_model[m]] == ["RF", "random forest"]
-
-
 @pytest.mark.slow
 def test_each_paper_is_tokenized_once_per_reader_and_models_are_freed_between_stages(tiny_questions, tmp_path,
                                                                                       monkeypatch):

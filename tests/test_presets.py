@@ -129,8 +129,8 @@ def test_reference_preset_sets_the_pipelines_reading_the_released_answers_and_te
     assert r.same_text == "summed" and ReaderSettings().same_text == "summed"  # the default reads so too
     _, fast = apply_preset("fast", questions, RunSettings())
     assert fast.reader.same_text == "kept" and fast.answers.read == 20  # the reading its cascade was measured with
-    assert (ref.answers.rules, ref.answers.models, ref.answers.per_entity, ref.answers.read,
-            ref.answers.abbreviations) == ("released", "union", 3, 20, "off")
+    assert (ref.answers.rules, ref.answers.models, ref.answers.per_entity, ref.answers.read) == (
+        "released", "union", 3, 20)
     assert ref.retrieval.read == "all" and ref.max_sub_questions >= 1000
     assert {q.id: (q.top_k, q.merge, q.allow_empty) for q in new_q.questions} == {
         "q1": (30, True, False), "q2": (30, True, False), "q3": (30, True, False), "q4": (5, False, False)}
@@ -139,5 +139,3 @@ def test_reference_preset_sets_the_pipelines_reading_the_released_answers_and_te
     assert settings_from_args(_args(preset="reference"), questions) == (new_q, ref.model_copy(
         update={"reader": r.model_copy(update={"batch_size": None})}))
     assert settings_from_args(_args(preset="reference", dtype="bf16"), questions)[1].reader.dtype == "bf16"
-    linked = settings_from_args(_args(preset="reference", abbreviations="pairs", calibrator="c.json"), questions)[1]
-    assert (linked.answers.abbreviations, linked.answers.calibrator) == ("pairs", "c.json")

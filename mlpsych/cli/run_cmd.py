@@ -43,7 +43,7 @@ def add_parser(subparsers) -> None:
         flag(name)
     p.add_argument("--no-normalize", action="store_true",
                    help="skip the LLM normalization stage (default: normalize the questions that ask for it)")
-    for name in ("--llm", "--llm-device", "--llm-quantization", "--max-sub-questions", "--abbreviations"):
+    for name in ("--llm", "--llm-device", "--llm-quantization", "--max-sub-questions"):
         flag(name)
     p.add_argument("--no-progress", action="store_true", help="no progress bars (default: progress shown)")
     p.add_argument("--preset", choices=list(PRESETS), default=None,
@@ -85,7 +85,6 @@ SETTING_FLAGS: dict[str, tuple[str | None, str]] = {
     "llm": ("llm", "model"), "llm_device": ("llm", "device"), "llm_quantization": ("llm", "quantization"),
     "read": ("retrieval", "read"), "retrieval": ("retrieval", "mode"), "budget": ("retrieval", "budget"),
     "neighbours": ("retrieval", "neighbours"), "max_sub_questions": (None, "max_sub_questions"),
-    "abbreviations": ("answers", "abbreviations"),
 }
 
 
@@ -113,7 +112,7 @@ def _settings_flag(parser: argparse.ArgumentParser, defaults: RunSettings):
 def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tuple[QuestionSet, RunSettings]:
     """The run's questions and settings: the settings' defaults, the preset applied to both (``apply_preset``),
     then every flag given explicitly. A value the settings refuse is a UserError naming the flag."""
-    given: dict = {"reader": {}, "llm": {}, "retrieval": {}, "answers": {}}
+    given: dict = {"reader": {}, "llm": {}, "retrieval": {}}
     for dest, (section, field) in SETTING_FLAGS.items():
         value = getattr(args, dest, None)
         if value is not None:
@@ -122,7 +121,7 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
     if getattr(args, "no_entity_anchor", False):
         given["retrieval"]["entity_anchor"] = False
     if getattr(args, "calibrator", None):
-        given["answers"]["calibrator"] = args.calibrator
+        given["answers"] = {"calibrator": args.calibrator}
     small = getattr(args, "small_reader", None)
     if small is not None:
         given["retrieval"]["cascade"] = {"model": None if small.lower() == "none" else small}

@@ -11,9 +11,7 @@ from mlpsych.pipeline.context import StageContext
 from mlpsych.pipeline.records import Level, LevelSize, Unit, UnitAnswers
 from mlpsych.pipeline.result import isolated
 from mlpsych.progress import ProgressEvent
-from mlpsych.questions import QUESTION_KINDS
 from mlpsych.reading import released
-from mlpsych.reading.abbreviations import link_abbreviations
 from mlpsych.reading.merge import combine, merge_spans
 from mlpsych.registry import Registry
 from mlpsych.settings import AnswerSettings, RunSettings
@@ -44,12 +42,10 @@ def model_answers(unit: Unit, spans: list[Span], rules: AnswerSettings) -> list[
 def unit_answers(unit: Unit, rules: AnswerSettings) -> UnitAnswers:
     """Per-model answer rows and, for several models, the combined rows, the final ones marked."""
     spans = unit.read_spans()
-    mode = rules.abbreviations if QUESTION_KINDS[unit.question.kind].names else "off"
-    per_model = {m: link_abbreviations(unit.doc, model_answers(unit, s, rules), mode) for m, s in spans.items()}
+    per_model = {m: model_answers(unit, s, rules) for m, s in spans.items()}
     rows = [a for answers in per_model.values() for a in answers]
     if len(spans) > 1:
         combined = MODEL_COMBINERS.get(rules.models)(unit.doc, spans, per_model, unit.question.merge)
-        combined = link_abbreviations(unit.doc, combined, mode)
         for a in combined:
             a.ensemble = True
         rows += combined
