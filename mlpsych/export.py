@@ -162,8 +162,8 @@ def frequency_rows(result: RunResult) -> list[dict]:
     """Each distinct final answer per question with the papers mentioning it (the paper's "exploded" view).
 
     Final answers are the normalized ones where the LLM stage ran, else the extractive ones. An entity written
-    differently is one answer ("random forests", "Random forest"; "RF" where its paper defines it so). The shown text is the most frequent spelling;
-    papers are listed in corpus order. Rows: question order, then most papers first.
+    differently is one answer ("random forests", "Random forest"; "RF" where its paper defines it so). The shown text
+    is the most frequent spelling; papers are listed in corpus order. Rows: question order, then most papers first.
     """
     doc_order = {d.id: i for i, d in enumerate(result.documents)}
     q_order = {q.id: i for i, q in enumerate(result.questions.in_run_order())}

@@ -319,7 +319,6 @@ class AbbreviationPair:
     short_end: int
     long_start: int
     long_end: int
-    definition_end: int | None = None  # just past the bracket closing "long form (ABBR)"; None for "(ABBR; ..."
 
 
 @lru_cache(maxsize=16)
@@ -339,9 +338,8 @@ def defined_pairs(text: str) -> tuple[AbbreviationPair, ...]:
             continue
         span = _long_form_before(text, match.start(), letters)
         if span:
-            closed = match.end() if match.group(0)[-1] in ")]" else None
             pairs.append(AbbreviationPair(short, text[span[0]:span[1]], match.start(1), match.end(2),
-                                          span[0], span[1], closed))
+                                          span[0], span[1]))
     return tuple(pairs)
 
 

@@ -219,13 +219,13 @@ def test_definition_of_names_each_part_and_the_whole_and_refuses_two_long_forms(
     text = ("We used random forests (RF) [3] and Latent Dirichlet allocation (LDA). Linear discriminant analysis "
             "(LDA) was a baseline; k-nearest neighbours (k-NN; Cover, 1967) too.")
     rf = definition_of("RF", text)
-    assert rf is not None and text[rf.long_start:rf.definition_end] == "random forests (RF)"
+    assert rf is not None and (rf.long, rf.short) == ("random forests", "RF")
     for name in ("Random Forest", "random forests", "random forests (RF)", "RFs"):
         assert definition_of(name, text) == rf
     assert definition_of("LDA", text) is None  # two long forms: which is meant is not known
     assert definition_of("latent Dirichlet allocation", text).short == "LDA"
     knn = definition_of("k-NN", text)
-    assert knn is not None and knn.long == "k-nearest neighbours" and knn.definition_end is None  # "(k-NN; ..."
+    assert knn is not None and knn.long == "k-nearest neighbours"  # defined as "(k-NN; Cover, 1967)"
     assert definition_of("logistic regression", text) is None
 
 
