@@ -241,13 +241,8 @@ def _abbreviation(item: str, text: str) -> Grounding | None:
     Guessing a long form from any run of words with the right initials was tried on MLPsych and rejected:
     it grounded "LSA" on "leadership styles almost" and "SAS" on "self-awareness seem".
     """
-    if not is_abbreviation(item):
-        return None
-    letters = _letters(item)
-    for pair in defined_pairs(text):
-        if _letters(pair.short) == letters:
-            return Grounding(True, "abbreviation", pair.long_start, pair.long_end)
-    return None
+    pair = next((pair for pair, part in _definitions_named(item, text) if part == "short"), None)
+    return None if pair is None else Grounding(True, "abbreviation", pair.long_start, pair.long_end)
 
 
 def _long_form(item: str, text: str) -> Grounding | None:
@@ -283,15 +278,8 @@ def aliases(item: str, text: str) -> list[str]:
     "latent Dirichlet allocation" when the paper defines "latent Dirichlet allocation (LDA)" elsewhere.
     """
     names = [item]
-    letters = _letters(item) if is_abbreviation(item) else None
-    key = _long_key(item)
-    for pair in defined_pairs(text):
-        if letters is not None and _letters(pair.short) == letters:
-            names.append(pair.long)
-        elif _long_key(pair.long) == key:
-            names.append(pair.short)
-        elif _long_key(f"{pair.long} {pair.short}") == key:
-            names += [pair.long, pair.short]  # the item is the definition itself: either part names it
+    for pair, part in _definitions_named(item, text):  # the other part; both for the definition itself
+        names += {"short": [pair.long], "long": [pair.short], "whole": [pair.long, pair.short]}[part]
     return list(dict.fromkeys(names))
 
 
@@ -299,14 +287,28 @@ def definition_of(item: str, text: str) -> AbbreviationPair | None:
     """The paper's definition that ``item`` is a name of: its abbreviation, its long form or the whole
     "long form (ABBR)" (case, separators and a final plural s aside); the first one written. None when there is
     none, or when the paper gives the item two different long forms (an "LDA" defined twice is left alone)."""
-    letters = _letters(item) if is_abbreviation(item) else None
-    key = _long_key(item)
-    found = [pair for pair in defined_pairs(text)
-             if (letters is not None and _letters(pair.short) == letters) or _long_key(pair.long) == key
-             or _long_key(f"{pair.long} {pair.short}") == key]
+    found = [pair for pair, _ in _definitions_named(item, text)]
     if len({_long_key(pair.long) for pair in found}) != 1:
         return None
     return found[0]
+
+
+def _definitions_named(item: str, text: str) -> list[tuple[AbbreviationPair, str]]:
+    """The text's "long form (ABBR)" definitions that ``item`` names, in the text's order, each with the part it
+    names: "short" (an abbreviation spelling its letters), else "long" (its long form; case, separators and a final
+    plural s aside), else "whole" (the definition as written). One rule for what an item names, for grounding,
+    aliases and the frequencies' keys."""
+    letters = _letters(item) if is_abbreviation(item) else None
+    key = _long_key(item)
+    named = []
+    for pair in defined_pairs(text):
+        if letters is not None and _letters(pair.short) == letters:
+            named.append((pair, "short"))
+        elif _long_key(pair.long) == key:
+            named.append((pair, "long"))
+        elif _long_key(f"{pair.long} {pair.short}") == key:
+            named.append((pair, "whole"))
+    return named
 
 
 @dataclass(frozen=True)
