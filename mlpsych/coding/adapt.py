@@ -453,12 +453,12 @@ def use_adapted(questions: QuestionSet, readers: Sequence[str | Path]) -> Questi
     was adapted on none of these questions."""
     models: dict[str, str] = {}
     for reader in readers:
-        adapted = adapted_questions(reader)
-        if adapted is None:
+        section = adapted_meta(reader)
+        if section is None:
             raise AdaptError(f"--adapted {reader}: not a reader folder written by `mlpsych adapt` (no "
                              f"'{ADAPTED_KEY}' section in its {META_FILE})")
+        adapted = answered_questions(section)
         if not adapted:
-            section = adapted_meta(reader)
             raise AdaptError(f"--adapted {reader}: no question had the {min_answers_of(section)} coded "
                              "answers it needs to be answered by this reader (" + ", ".join(
                                  f"{q}: {c.get('positive', 0)}" for q, c in sorted(section["questions"].items()))
@@ -466,7 +466,7 @@ def use_adapted(questions: QuestionSet, readers: Sequence[str | Path]) -> Questi
         mine = [q for q in adapted if q in {t.id for t in questions.questions}]
         if not mine:
             raise AdaptError(f"--adapted {reader}: adapted on {', '.join(adapted)}, none of which this run asks")
-        _refuse_other_questions(reader, adapted_meta(reader)["questions"], questions, mine)
+        _refuse_other_questions(reader, section["questions"], questions, mine)
         models.update({q: str(reader) for q in mine})
     return questions.model_copy(update={"questions": [
         q.model_copy(update={"models": [models[q.id]]}) if q.id in models else q for q in questions.questions]})
