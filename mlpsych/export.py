@@ -208,8 +208,10 @@ def write_jsonl(result: RunResult, path: Path) -> None:
 
 
 def write_csv(result: RunResult, path: Path) -> None:
+    """The final answers, with the coder columns blank: a CSV is a coding form too (`adapt`, `agree`, `calibrate`
+    and `eval` read it back)."""
     with path.open("w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=ANSWER_COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=ANSWER_COLUMNS + CODER_COLUMNS, restval="")
         writer.writeheader()
         for row in answer_rows(result, final_only=True):
             writer.writerow({k: csv_text(v) for k, v in {**row, "models": "+".join(row["models"])}.items()})

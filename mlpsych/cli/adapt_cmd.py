@@ -26,7 +26,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", type=Path, required=True, help="reader folder to write (replaced when it is one)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--coded", type=Path, nargs="+", metavar="SHEET",
-                        help="results sheets (.xlsx) with the coder columns filled in")
+                        help="results sheets (.xlsx, or the run's .csv) with the coder columns filled in")
     source.add_argument("--gold", type=Path, help="hand-coded answers in the `mlpsych eval --gold` format")
     p.add_argument("--questions", default="mlpsych", help="question file whose ids the coding uses (default: mlpsych)")
     p.add_argument("--replay", type=Path, default=None, help="SQuAD 2.0 JSON replayed against forgetting")
@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from mlpsych.coding.coded import coding_from_gold, coding_from_sheets
     from mlpsych.dev.train_reader import inside_repository
     from mlpsych.errors import EvalInputError, PapersNotInTexts, QuestionFileError
+    from mlpsych.evaluation.sheets import check_sheet_file
     from mlpsych.models import ModelLoadError
     from mlpsych.questions import load_question_sets
     from mlpsych.settings import RetrievalSettings, RunSettings
@@ -82,8 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if args.replay is not None and not args.replay.is_file():
         raise UserError(f"--replay {args.replay}: no such file")
     for sheet in args.coded or []:
-        if sheet.suffix.lower() not in (".xlsx", ".xlsm"):
-            raise UserError(f"--coded {sheet}: expected the .xlsx results sheet of `mlpsych run`")
+        check_sheet_file(sheet, "--coded")
     try:
         questions = load_question_sets(comma_list(args.questions))
     except QuestionFileError as error:

@@ -1,4 +1,4 @@
-"""`mlpsych agree CODED.xlsx`: precision of the answers a researcher coded, and agreement between coders."""
+"""`mlpsych agree CODED.xlsx` (or its .csv): precision of the answers a researcher coded, and agreement between coders."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def add_parser(subparsers) -> None:
                     "in 'correct_2' or 'correct_<name>'): precision by question and model, Cohen's kappa per pair.")
     # nargs="+": coders who each coded a copy give both, and are told how to compare them (not "unrecognized")
     p.add_argument("coded", type=Path, nargs="+",
-                   help="the .xlsx written by `mlpsych run`, with the coder columns filled in")
+                   help="the .xlsx (or .csv) written by `mlpsych run`, with the coder columns filled in")
     p.add_argument("--out", type=Path, default=None, help="write the report: a .md or .csv (precision table) file")
     p.set_defaults(func=run)
 
@@ -26,6 +26,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from mlpsych.evaluation import agree
     from mlpsych.evaluation.evaluate import EvalInputError
+    from mlpsych.evaluation.sheets import check_sheet_file
 
     if len(args.coded) > 1:
         raise UserError(f"{len(args.coded)} sheets given: agree compares coders within one sheet. Copy each other "
@@ -33,9 +34,8 @@ def run(args: argparse.Namespace) -> int:
                         "'correct_<name>' (and 'corrected_answer_<name>'), with the rows in the same order; then give "
                         "that sheet alone")
     args.coded = args.coded[0]
-    if args.coded.suffix.lower() not in (".xlsx", ".xlsm"):
-        raise UserError(f"{args.coded}: expected an .xlsx workbook")
     try:
+        check_sheet_file(args.coded, "coded sheet")
         codings, coders = agree.read_codings(args.coded)
     except EvalInputError as error:
         raise UserError(str(error)) from None

@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
         description="Score the answers of `mlpsych run` against MLPsych-format gold; prints one table per question "
                     "(rows: models and the combined ensemble).")
     p.add_argument("--gold", type=Path, required=True, help="gold answers, e.g. answers_dev.json")
-    p.add_argument("--pred", type=Path, required=True, help="the .jsonl or .xlsx written by `mlpsych run`")
+    p.add_argument("--pred", type=Path, required=True, help="the .jsonl, .xlsx or .csv written by `mlpsych run`")
     p.add_argument("--texts", type=Path, default=None,
                    help="the corpus, as the run read it: text.json, texts.jsonl from `mlpsych ingest`, or the "
                         "papers' folder (its ids are the run's). Every paper of it with gold is scored (no "

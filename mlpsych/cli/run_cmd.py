@@ -140,7 +140,7 @@ def check_not_coded(out: Path) -> None:
     from mlpsych.evaluation.evaluate import read_sheet
     from mlpsych.export import ANSWER_COLUMNS
 
-    if out.suffix.lower() != ".xlsx" or not out.is_file():
+    if out.suffix.lower() not in (".xlsx", ".csv") or not out.is_file():
         return
     try:
         rows = read_sheet(out, "answers", required=False)

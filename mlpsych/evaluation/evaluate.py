@@ -39,6 +39,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from mlpsych.errors import EvalInputError
+from mlpsych.evaluation.sheets import CSV_SHEET, CSV_SUFFIXES, WORKBOOK_SUFFIXES, is_csv, read_csv_rows
 from mlpsych.evaluation.metrics import (
     COLUMNS,
     DEFAULT_SIMILARITY_THRESHOLD,
@@ -155,17 +156,18 @@ def parse_models(value: Any) -> list[str]:
 
 
 def load_predictions(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of an ``mlpsych run`` export: JSONL (one answer per line) or XLSX ("answers" + "model_answers")."""
+    """Rows of an ``mlpsych run`` export: JSONL (one answer per line), XLSX ("answers" + "model_answers") or CSV
+    (the final answers)."""
     path = Path(path)
     if not path.is_file():
         raise EvalInputError(f"{path}: no such file")
-    if path.suffix.lower() in (".xlsx", ".xlsm"):
+    if path.suffix.lower() in WORKBOOK_SUFFIXES + CSV_SUFFIXES:
         # "answers" holds the paper's final answers, "model_answers" (when written) every model's other rows
         rows = read_sheet(path, "answers") + read_sheet(path, "model_answers", required=False)
     elif path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
         rows = _read_jsonl(path)
     else:
-        raise EvalInputError(f"{path}: predictions must be .jsonl or .xlsx")
+        raise EvalInputError(f"{path}: predictions must be .jsonl, .xlsx or .csv")
     missing = {"paper_id", "question_id", "answer"} - set().union(*(r.keys() for r in rows)) if rows else set()
     if missing:
         raise EvalInputError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
@@ -216,16 +218,15 @@ def _one_json_document(path: Path) -> bool:
 
 def read_sheet(path: str | Path | bytes, sheet: str, required: bool = True) -> list[dict[str, Any]]:
     """Rows of one worksheet as dicts keyed by the lower-cased header of row 1 (blank rows skipped). ``path`` may
-    also be a workbook's bytes (a run's spreadsheet held in memory for a download)."""
+    also be a workbook's bytes (a run's spreadsheet held in memory for a download), or a run's CSV (its answers)."""
     from openpyxl import load_workbook
 
     in_memory = isinstance(path, bytes)
     name = "the workbook" if in_memory else path
     if not in_memory and not Path(path).is_file():
         raise EvalInputError(f"{path}: no such file")
-    if not in_memory and Path(path).suffix.lower() in (".csv", ".tsv"):  # openpyxl's words: "check you can open it"
-        raise EvalInputError(f"{path}: a CSV holds no sheet {sheet!r}: give the .xlsx workbook `mlpsych run` wrote "
-                             f"(coding saved as CSV: paste its rows into that workbook's {sheet!r} sheet)")
+    if is_csv(path):
+        return _csv_sheet(Path(path), sheet, required)
     try:
         book = load_workbook(io.BytesIO(path) if in_memory else path, read_only=True, data_only=True)
     except Exception as error:  # openpyxl raises several types for a file that is not a workbook
@@ -251,6 +252,18 @@ def read_sheet(path: str | Path | bytes, sheet: str, required: bool = True) -> l
         return rows
     finally:
         book.close()
+
+
+def _csv_sheet(path: Path, sheet: str, required: bool) -> list[dict[str, Any]]:
+    """A run's CSV read as its workbook: the "answers" sheet, and no other."""
+    if sheet != CSV_SHEET:
+        if not required:
+            return []
+        raise EvalInputError(f"{path}: a CSV holds only a run's {CSV_SHEET!r}, not {sheet!r}: give the .xlsx "
+                             "workbook `mlpsych run` wrote")
+    names, rows = read_csv_rows(path)
+    _refuse_twice_named(names, path, sheet)
+    return rows
 
 
 def _refuse_twice_named(names: Sequence[str], path: str | Path, sheet: str) -> None:

@@ -70,6 +70,14 @@ def test_examples_to_spreadsheet_and_rerun_from_cache(examples_dir, tiny_questio
                    cache, "--max-sub-questions", "2") == 0
     header = (tmp_path / "r.csv").read_text(encoding="utf-8").splitlines()[0]
     assert header.startswith("paper_id,source_file,question_id,question,answer,stage,models")
+    assert header.endswith(",correct,corrected_answer,notes")  # a CSV is a coding form too
+    # ... which `mlpsych eval` (and adapt, agree, calibrate) read back: the run's final answers, as its JSONL has them
+    from mlpsych.evaluation.evaluate import load_predictions
+
+    def spans(rows):
+        return sorted((r["paper_id"], r["question_id"], r["answer"], r["start"], r["end"]) for r in rows)
+
+    assert spans(load_predictions(tmp_path / "r.csv")) == spans(r for r in lines if r["final"])
 
 
 def one_line_error(capsys) -> str:
@@ -247,6 +255,11 @@ def test_a_coded_results_sheet_is_not_written_over(examples_dir, tiny_questions,
     before = out.read_bytes()
     assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", out) == 2
     assert "1 of its answers are coded" in one_line_error(capsys) and out.read_bytes() == before
+    coded_csv = tmp_path / "results.csv"  # coding kept in the run's CSV is kept the same way
+    coded_csv.write_text("paper_id,question_id,answer,correct\nburnout-survey-text,q1,survey,no\n", encoding="utf-8")
+    assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", coded_csv) == 2
+    assert "1 of its answers are coded (correct filled in)" in one_line_error(capsys)
+    assert coded_csv.read_text(encoding="utf-8").endswith("survey,no\n")
 
 
 @pytest.mark.parametrize("column", ["correct_2", "Comment"])

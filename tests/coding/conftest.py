@@ -52,6 +52,18 @@ def write_sheet(path: Path, rows: list[list]) -> Path:
     return path
 
 
+def saved_as_csv(sheet: Path, path: Path) -> Path:
+    """The answers sheet as Excel's "CSV UTF-8" saves it (a byte-order mark, blank cells empty)."""
+    import csv
+
+    from openpyxl import load_workbook
+
+    rows = load_workbook(sheet)["answers"].iter_rows(values_only=True)
+    with path.open("w", newline="", encoding="utf-8-sig") as f:
+        csv.writer(f).writerows(["" if v is None else v for v in row] for row in rows)
+    return path
+
+
 @pytest.fixture
 def coded_sheet(tmp_path: Path) -> Path:
     """Paper A coded for q1 and q2 (accepted, corrected, wrong, added, a correction not in the paper); paper B

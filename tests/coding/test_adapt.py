@@ -70,6 +70,17 @@ def test_records_from_the_coding(coded_sheet: Path, documents, questions):
     assert records.counts["q1"]["positive"] == 2 and records.counts["q2"]["positive"] == 2
 
 
+def test_a_coded_sheet_saved_as_csv_gives_the_coding_of_its_workbook(tmp_path: Path, coded_sheet: Path, documents):
+    """`mlpsych adapt --coded coded.csv` was refused ("expected the .xlsx results sheet"): a lab coding in Google
+    Sheets or LibreOffice saves CSV."""
+    from tests.coding.conftest import saved_as_csv
+
+    workbook = coding_from_sheets([coded_sheet], documents)
+    saved = coding_from_sheets([saved_as_csv(coded_sheet, tmp_path / "coded.csv")], documents)
+    assert saved.spans == workbook.spans and saved.pairs == workbook.pairs and len(saved.spans) == 6
+    assert [line.replace("coded.csv", "coded.xlsx") for line in saved.skipped] == workbook.skipped
+
+
 def test_follow_up_answers_train_on_their_sub_questions(documents, questions):
     start = PAPER_A.index("predict dropout")
     rf = PAPER_A.index("random forests")
@@ -152,6 +163,8 @@ def test_command_line_refuses_in_one_line(tmp_path: Path, capsys, tiny_bert: Pat
             "--no-progress", "--coded"]
     assert main(args + [str(uncoded)]) == 2
     assert "mark answers in the 'correct' column" in capsys.readouterr().err
+    assert main(args + [str(tmp_path / "coded.ods")]) == 2
+    assert "expected the results sheet of `mlpsych run` (.xlsx, or its .csv)" in capsys.readouterr().err
     other = write_sheet(tmp_path / "o.xlsx", [["Z", "", "q1", "?", "x", None, None, None, None, None, None, None,
                                                None, None, None, "yes"]])
     assert main(args + [str(other)]) == 2

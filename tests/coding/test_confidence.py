@@ -306,26 +306,23 @@ def test_calibrate_refuses_a_sheet_of_another_corpus(tmp_path, coded_sheet, caps
     assert not out.exists()
 
 
-def test_calibrate_given_a_coded_sheet_saved_as_csv_says_what_to_give(tmp_path, coded_sheet, capsys):
-    """A coder's sheet saved as CSV got openpyxl's words: "cannot open as a workbook (openpyxl does not support .csv
-    file format, please check you can open it with Excel first ...)"."""
-    import csv
-
-    from openpyxl import load_workbook
-
+def test_calibrate_fits_the_same_calibrator_on_the_coded_sheet_saved_as_csv(tmp_path, coded_sheet):
+    """A coder's sheet saved as CSV was refused (first with openpyxl's "cannot open as a workbook", then with a
+    request to paste its rows into the workbook): the CSV is read as the workbook's answers sheet."""
     from mlpsych.cli import main
 
-    from .conftest import PAPER_A
+    from .conftest import PAPER_A, PAPER_B, saved_as_csv
 
     texts = tmp_path / "texts.jsonl"
-    texts.write_text(json.dumps({"id": "A", "text": PAPER_A}) + "\n")
-    saved = tmp_path / "coded.csv"
-    with saved.open("w", newline="", encoding="utf-8-sig") as f:
-        csv.writer(f).writerows(load_workbook(coded_sheet)["answers"].iter_rows(values_only=True))
-    assert main(["calibrate", "--texts", str(texts), "--out", str(tmp_path / "c.json"), "--coded", str(saved)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"mlpsych: error: {saved}: a CSV holds no sheet 'answers': give the .xlsx workbook `mlpsych run` "
-                   "wrote (coding saved as CSV: paste its rows into that workbook's 'answers' sheet)"]
+    texts.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in (("A", PAPER_A), ("B", PAPER_B))))
+    fitted = {}
+    for sheet in (coded_sheet, saved_as_csv(coded_sheet, tmp_path / "coded.csv")):
+        out = tmp_path / f"{sheet.suffix[1:]}.json"
+        assert main(["calibrate", "--texts", str(texts), "--out", str(out), "--coded", str(sheet)]) == 0
+        fitted[sheet.suffix] = json.loads(out.read_text())
+        assert fitted[sheet.suffix]["fitted_on"].pop("coded") == [str(sheet)]
+    assert fitted[".csv"]["fitted_on"]["answers"] == 5
+    assert fitted[".csv"] == fitted[".xlsx"]
 
 
 def test_calibrate_names_the_marks_it_cannot_read(tmp_path, caplog):

@@ -132,6 +132,23 @@ def test_cli_prints_and_writes(tmp_path, capsys):
     assert csv_out.read_text().splitlines()[0].startswith("question,model,stage,answers,coded_correct")
 
 
+def test_a_coded_sheet_saved_as_csv_gives_the_same_report(tmp_path, capsys):
+    """`mlpsych agree coded.csv` was refused ("expected an .xlsx workbook")."""
+    import csv
+
+    rows = openpyxl.load_workbook(_write(tmp_path))["answers"].iter_rows(values_only=True)
+    saved = tmp_path / "coded.csv"
+    with saved.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(["" if v is None else v for v in row] for row in rows)
+    reports = []
+    for path in (tmp_path / "coded.xlsx", saved):
+        assert _run_cli(["agree", str(path)]) == 0
+        reports.append(capsys.readouterr().out)
+    assert reports[1] == reports[0] and "0.467" in reports[1]
+    with pytest.raises(UserError, match="expected the results sheet"):
+        _run_cli(["agree", str(tmp_path / "coded.ods")])
+
+
 def test_cli_user_errors(tmp_path):
     book = openpyxl.Workbook()
     book.active.title = "answers"
