@@ -48,7 +48,8 @@ def add_parser(subparsers) -> None:
                    help="N paper resamples for 95%% intervals (default 0: none)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     p.add_argument("--paper-columns", action="store_true",
-                   help="print only the paper's columns (F1, EMat, SMat, Ment, spans/answer, words/span)")
+                   help="print (and write to a .md) only the paper's columns (F1, EMat, SMat, Ment, spans/answer, "
+                        "words/span); a .csv keeps every column, for analysis")
     p.add_argument("--out", type=Path, default=None,
                    help="write the tables here: a .csv or .md file, or a folder (gets eval.csv and eval.md)")
     p.set_defaults(func=run)

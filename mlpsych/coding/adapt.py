@@ -453,6 +453,8 @@ def use_adapted(questions: QuestionSet, readers: Sequence[str | Path]) -> Questi
     was adapted on none of these questions."""
     models: dict[str, str] = {}
     for reader in readers:
+        if not Path(reader).is_dir():  # a typo or a reader left on another machine: said as such
+            raise AdaptError(f"--adapted {reader}: no such folder (the folder `mlpsych adapt --out` wrote)")
         section = adapted_meta(reader)
         if section is None:
             raise AdaptError(f"--adapted {reader}: not a reader folder written by `mlpsych adapt` (no "

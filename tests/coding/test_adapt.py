@@ -133,6 +133,8 @@ def test_adapt_writes_a_reader_the_reader_loads_and_resumes(tmp_path: Path, code
         use_adapted(questions, [tiny_bert])
     with pytest.raises(AdaptError, match="none of which this run asks"):
         use_adapted(questions.select(["q3"]), [out])
+    with pytest.raises(AdaptError, match=r"--adapted .*adapted-typo: no such folder"):  # was "no 'adapted' section"
+        use_adapted(questions, [tmp_path / "adapted-typo"])
 
 
 def test_refusals(tmp_path: Path, documents, questions, tiny_bert: Path):
