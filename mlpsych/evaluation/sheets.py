@@ -44,14 +44,17 @@ def read_csv_rows(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
         raise EvalInputError(f"{path}: not UTF-8 text (Excel's 'CSV (Comma delimited)' writes the Windows code page, "
                              "which changes every letter outside ASCII): save it as 'CSV UTF-8', or give the .xlsx")
     delimiter = _delimiter(text, path)
-    records = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    header = next(records, None)
-    if not header:
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        records = list(reader)
+    except csv.Error as error:  # a cell over the csv module's limit (131,072 characters)
+        raise EvalInputError(f"{path}: line {reader.line_num}: not readable as CSV ({error})") from None
+    if not records:
         return [], []
-    names = [h.strip().lower() for h in header]
+    names = [h.strip().lower() for h in records[0]]
     decimal_comma = delimiter == ";"  # a semicolon CSV is Excel's where the locale writes 0,95
     rows = []
-    for number, cells in enumerate(records, 2):
+    for number, cells in enumerate(records[1:], 2):
         if all(not c.strip() for c in cells):
             continue
         row = {name: _value(name, cell, decimal_comma) for name, cell in zip(names, cells) if name}

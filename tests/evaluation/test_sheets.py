@@ -91,6 +91,9 @@ def test_a_csv_that_is_not_utf8_or_asked_for_another_sheet_is_one_clear_error(tm
     saved.write_text("paper_id,question_id,answer\n", encoding="utf-8")
     with pytest.raises(EvalInputError, match="a CSV holds only a run's 'answers', not 'papers'"):
         read_sheet(saved, "papers")
+    saved.write_text(f"paper_id,question_id,answer\np1,q1,a\np1,q1,\"{'x' * 200_000}\"\n", encoding="utf-8")
+    with pytest.raises(EvalInputError, match="coded.csv: line 3: not readable as CSV"):
+        read_sheet(saved, "answers")
     saved.write_text("paper_id,correct,answer,Correct\np1,yes,x,no\n", encoding="utf-8")
     with pytest.raises(EvalInputError, match="two columns named alike"):
         read_sheet(saved, "answers")
