@@ -173,8 +173,9 @@ def test_csv_and_jsonl_formats_unchanged(tmp_path: Path):
     result = make_result()
     with write_result(result, tmp_path / "out.csv").open(encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        assert reader.fieldnames == ANSWER_COLUMNS
+        assert reader.fieldnames == ANSWER_COLUMNS + CODER_COLUMNS  # a CSV is a coding form too
         rows = list(reader)
+    assert all(r[c] == "" for r in rows for c in CODER_COLUMNS)
     assert len(rows) == 8 and all(r["source_file"] for r in rows)
     assert all(bool(r["page"]) == (r["source_file"] == "paper-a.pdf") for r in rows)  # a .txt: blank, not 1
     lines = (write_result(result, tmp_path / "out.jsonl")).read_text(encoding="utf-8").splitlines()
