@@ -541,15 +541,21 @@ def find_citations(text: str) -> tuple[list[tuple[int, int, str]], dict[str, int
             stats["partial"] += 1
     for match in _NARRATIVE.finditer(text):
         if _NARRATIVE_NAME.search(text, max(0, match.start() - 60), match.start()):
-            edits.append((match.start(1), match.end(1), ""))
+            edits.append((match.start(1), _past_second_period(text, match.start(1), match.end(1)), ""))
             stats["narrative_year"] += 1
     for match in _NUMERIC.finditer(text):
         numbers = [int(n) for n in re.findall(r"\d+", match.group())]
         ranges = [(int(a), int(b)) for a, b in _NUMERIC_RANGE.findall(match.group())]
         if all(n > 0 for n in numbers) and all(a < b for a, b in ranges):  # "[200–1,500]" is a range of values
-            edits.append((match.start(), match.end(), ""))
+            edits.append((match.start(), _past_second_period(text, match.start(), match.end()), ""))
             stats["numeric"] += 1
     return edits, stats
+
+
+def _past_second_period(text: str, start: int, end: int) -> int:
+    """The end of a citation to remove, taking the sentence's period along where the text before it ends in one:
+    "as done in Mikolov et al. (2013b)." and "et al. [12]." became "et al.." in the answers and evidence."""
+    return end + 1 if text[start - 1:start] == "." and text[end:end + 1] == "." else end
 
 
 def _with_space(text: str, start: int, end: int) -> tuple[int, int, str]:

@@ -284,6 +284,10 @@ def test_references_word_early_in_text_is_not_a_cut() -> None:
         ("as seen in horses [6,10,15\u201320] and", "as seen in horses and"),
         ("Learning rate [200\u20131,500] and epochs", "Learning rate [200\u20131,500] and epochs"),  # values
         ("a span [12-3] of values", "a span [12-3] of values"),  # a citation range runs upward
+        # the name's abbreviation ends the sentence: one period left (was "et al..")
+        ("as done in Mikolov et al. (2013b). This method", "as done in Mikolov et al. This method"),
+        ("as reported by Smith et al. [12]. We", "as reported by Smith et al. We"),
+        ("as in Smith et al. (2013b), and", "as in Smith et al., and"),
     ],
 )
 def test_citations_removed_real_parentheses_kept(text: str, expected: str) -> None:
