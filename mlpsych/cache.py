@@ -10,6 +10,8 @@ import hashlib
 import json
 import logging
 import os
+import re
+import secrets
 import shutil
 import sqlite3
 import threading
@@ -89,6 +91,43 @@ def remove_leftovers(entries: Iterable[Path]) -> None:
         except OSError:  # gone meanwhile, or not ours to remove
             continue
         log.debug("removed %s, left by a process that stopped %.0f hours ago", entry, (now - changed) / 3600)
+
+
+def temporary_path(path: Path) -> Path:
+    """A new, empty file where a writer (:func:`written_whole`, ``mlpsych.export.write_result``) writes before
+    renaming: hidden, beside the output (a rename within one folder is atomic), its name this writer's own, so two
+    runs writing one ``--out`` at once never write into each other's file. Made with the umask's permissions, as the output was (``mkstemp`` makes it private, and the
+    rename gave the sheet to its owner only)."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp{path.suffix}")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # never a file (or link) already there
+    return tmp
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporary files of ``path`` that killed writes left (a SIGKILL or a power cut skips the
+    writer's clean-up), as :func:`remove_leftovers` rules: a younger one may be another run's write of the same
+    output under way. An older mlpsych's one name (no token) goes too."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(?:[0-9a-f]+\.)?tmp{re.escape(path.suffix)}")
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:  # a folder one may write in but not list: a clean-up never stops the write
+        return
+    remove_leftovers(e for e in entries if pattern.fullmatch(e.name) and (e.is_symlink() or not e.is_dir()))
+
+
+@contextmanager
+def written_whole(path: Path) -> Iterator[Path]:
+    """A temporary file of this writer's own beside ``path`` to write in, renamed onto ``path`` when the block ends
+    and removed when it fails: no reader sees half a file, and two processes writing ``path`` at once each write
+    their own (with one shared work name, the second truncated the first's file, the first renamed the second's
+    half-written file into place and the second failed with "No such file or directory")."""
+    remove_stale_temporaries(path)
+    tmp = temporary_path(path)
+    try:
+        yield tmp
+        tmp.replace(path)
+    finally:  # after the rename there is none
+        tmp.unlink(missing_ok=True)
 
 
 @contextmanager

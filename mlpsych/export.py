@@ -6,16 +6,14 @@ import csv
 import io
 import json
 import logging
-import os
 import re
-import secrets
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path, PurePath
 
 from mlpsych.answers import Answer, AnswerStage
-from mlpsych.cache import remove_leftovers
+from mlpsych.cache import remove_stale_temporaries, temporary_path
 from mlpsych.documents import Document
 from mlpsych.errors import OutputError
 from mlpsych.models import DEMO_NOTE
@@ -322,28 +320,6 @@ def _cells(row: dict) -> list:
 
 
 WRITERS = {".xlsx": write_xlsx, ".csv": write_csv, ".jsonl": write_jsonl}
-
-
-def temporary_path(path: Path) -> Path:
-    """A new, empty file where ``write_result`` writes before renaming: hidden, beside the output (a rename within
-    one folder is atomic), its name this writer's own, so two runs writing one ``--out`` at once never write into
-    each other's file. Made with the umask's permissions, as the output was (``mkstemp`` makes it private, and the
-    rename gave the sheet to its owner only)."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp{path.suffix}")
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # never a file (or link) already there
-    return tmp
-
-
-def remove_stale_temporaries(path: Path) -> None:
-    """Remove the temporary files of ``path`` that killed writes left (a SIGKILL or a power cut skips
-    ``write_result``'s clean-up), as :func:`mlpsych.cache.remove_leftovers` rules: a younger one may be another
-    run's write of the same output under way. An older mlpsych's one name (no token) goes too."""
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.(?:[0-9a-f]+\.)?tmp{re.escape(path.suffix)}")
-    try:
-        entries = list(path.parent.iterdir())
-    except OSError:  # a folder one may write in but not list: a clean-up never stops the write
-        return
-    remove_leftovers(e for e in entries if pattern.fullmatch(e.name) and (e.is_symlink() or not e.is_dir()))
 
 
 def write_result(result: RunResult, path: Path) -> Path:

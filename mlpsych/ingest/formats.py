@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mlpsych.cache import written_whole
 from mlpsych.documents import Document
 from mlpsych.errors import IngestError, InputError, one_line
 from mlpsych.ingest.textnorm import TextReport, normalize_json, normalize_text, normalize_with_pages
@@ -306,14 +307,13 @@ def _line(document: Document) -> str:
 
 def write_jsonl(documents: Sequence[Document], out: Path) -> None:
     """The texts as ``mlpsych ingest`` writes them (read back by ``run``, ``eval --texts`` and ``adapt --texts``),
-    written atomically so an interrupted run never leaves half a file behind."""
+    written whole (:func:`mlpsych.cache.written_whole`): an interrupted write leaves no half file, and of two
+    ingests writing one ``--out`` at once the last to finish leaves its own texts."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        partial = out.with_name(out.name + ".partial")
-        with partial.open("w", encoding="utf-8") as handle:
+        with written_whole(out) as partial, partial.open("w", encoding="utf-8") as handle:
             for document in documents:
                 handle.write(_line(document))
-        os.replace(partial, out)
     except OSError as error:
         raise InputError(f"cannot write {out}: {error.strerror or error}") from None
 

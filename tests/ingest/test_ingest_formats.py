@@ -162,3 +162,29 @@ def test_a_paper_downloaded_twice_is_read_once(tmp_path: Path) -> None:
     assert documents["c"].status.startswith("a copy of b.txt")
     assert documents["a"].ok and documents["b"].ok
     assert documents["d"].status == documents["e"].status == "empty file"
+
+
+def test_two_ingests_writing_one_out_at_once_each_write_their_own_file(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two `mlpsych ingest --out texts.jsonl` at once shared one work file, `texts.jsonl.partial`: the second
+    truncated the first's, renamed it into place while the first still wrote in it, and the first then failed with
+    "No such file or directory"; the second said it wrote its papers, and the file held the first's. Each writer
+    now has its own, and the one that finishes last leaves its texts whole."""
+    from mlpsych.ingest import formats
+
+    first = [Document(f"a{i}", f"Paper a{i} used random forests. " * 40) for i in range(3)]
+    second = [Document("b0", "Paper b0 used R.")]
+    out = tmp_path / "texts.jsonl"
+    line, started = formats._line, []
+
+    def second_ingest_meanwhile(document: Document) -> str:  # the other ingest writes out during this one's write
+        if document.id == "a1" and not started:
+            started.append(True)
+            formats.write_jsonl(second, out)
+            assert [d.id for d in formats.read_jsonl(out)] == ["b0"]
+        return line(document)
+
+    monkeypatch.setattr(formats, "_line", second_ingest_meanwhile)
+    formats.write_jsonl(first, out)
+    assert started and [(d.id, d.text) for d in formats.read_jsonl(out)] == [(d.id, d.text) for d in first]
+    assert [p.name for p in tmp_path.iterdir()] == ["texts.jsonl"]  # no work file left
