@@ -11,6 +11,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from mlpsych.cache import written_whole
 from mlpsych.errors import QuestionFileError
 
 PLACEHOLDER = "__PLACEHOLDER__"
@@ -373,7 +374,10 @@ def load_question_sets(names: list[str | Path]) -> QuestionSet:
 
 
 def dump_question_set(question_set: QuestionSet, path: Path) -> None:
-    """Write a template set as YAML (used by the app's question form and by the tiny-model builder)."""
+    """Write a template set as YAML (used by the app's question form and by the tiny-model builder), whole: a run
+    reading the file while `mlpsych dev tiny-models` wrote it again found it empty ("expected a mapping with a
+    'questions' list"), and so did a second tiny-models checking what it had just written."""
     data = question_set.model_dump(exclude={"source"}, exclude_defaults=True)
     data["questions"] = [q.model_dump(exclude_defaults=True) | {"id": q.id, "text": q.text, "models": q.models} for q in question_set.questions]
-    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    with written_whole(path) as partial:
+        partial.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")

@@ -204,3 +204,28 @@ def test_each_kind_has_its_defaults_and_an_unknown_kind_names_the_known_ones():
     assert QUESTION_KINDS["phrase"].max_answer_tokens == 96 and QUESTION_KINDS["number"].max_answer_tokens == 15
     with pytest.raises(QuestionFileError, match="unknown kind 'date' .*entity, phrase, number"):
         parse_question_set({"questions": [{"id": "q", "text": "When?", "kind": "date", "models": ["m"]}]}, "f.yaml")
+
+
+def test_a_question_file_read_while_it_is_written_again_is_read_whole(tmp_path, monkeypatch):
+    """`mlpsych dev tiny-models DIR` rewrote DIR/questions.yaml in place: a run started on it meanwhile (or a second
+    tiny-models checking what it wrote) read an emptied file, "expected a mapping with a 'questions' list"."""
+    from pathlib import Path
+
+    from mlpsych.questions import dump_question_set
+
+    path = tmp_path / "questions.yaml"
+    questions = load_question_set("mlpsych")
+    dump_question_set(questions, path)
+    write_text, read_meanwhile = Path.write_text, []
+
+    def write_text_read_meanwhile(self: Path, data: str, *args, **kwargs) -> int:
+        with self.open("w", encoding="utf-8"):  # the file being written is opened (emptied) ...
+            read_meanwhile.append(load_question_set(path))  # ... and a run reads the question file
+        return write_text(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text_read_meanwhile)
+    dump_question_set(questions, path)
+    monkeypatch.undo()
+    assert [q.text for q in read_meanwhile[0].questions] == [q.text for q in questions.questions]
+    assert [q.text for q in load_question_set(path).questions] == [q.text for q in questions.questions]
+    assert [p.name for p in tmp_path.iterdir()] == ["questions.yaml"]
