@@ -399,3 +399,29 @@ def test_agree_calibrate_and_adapt_read_a_coders_mark_alike(tmp_path, documents)
     originals = {s.text: s.correct for s in coding_from_sheets([sheet], documents).spans if s.how != "corrected"}
     assert originals == {"grid search": False, "Support vector": False, "predict dropout": True,
                          "feature ranking": False}  # the corrected and marked right: its correction the positive
+
+
+def test_two_writers_of_one_calibrator_file_at_once_leave_one_whole(tmp_path, monkeypatch):
+    """Two `mlpsych calibrate --out calib.json` (or two adapts of one reader folder) at once shared the work file
+    `calib.json.partial`: the second renamed it into place while the first wrote in it, and the first failed with
+    `FileNotFoundError`, reported as a bug in mlpsych. Each now writes its own; the last one written stays."""
+    from pathlib import Path
+
+    def calibrator(intercept: float) -> cf.Calibrator:
+        n = len(cf.FEATURES)
+        return cf.Calibrator([0.0] * n, intercept, [0.0] * n, [1.0] * n, {}, list(cf.FEATURES))
+
+    path = tmp_path / "calib.json"
+    write_text, others = Path.write_text, [calibrator(-2.0)]
+
+    def another_save_meanwhile(self: Path, data: str, *args, **kwargs) -> int:
+        with self.open("w", encoding="utf-8") as handle:  # this save's file is open ...
+            while others:
+                others.pop().save(path)  # ... when the other process saves its calibrator
+            return handle.write(data)
+
+    monkeypatch.setattr(Path, "write_text", another_save_meanwhile)
+    calibrator(1.5).save(path)
+    monkeypatch.undo()
+    assert cf.Calibrator.load(path).intercept == 1.5
+    assert [p.name for p in tmp_path.iterdir()] == ["calib.json"]
