@@ -115,6 +115,19 @@ def remove_stale_temporaries(path: Path) -> None:
     remove_leftovers(e for e in entries if pattern.fullmatch(e.name) and (e.is_symlink() or not e.is_dir()))
 
 
+def work_folder(parent: Path, prefix: str) -> Path:
+    """A new folder of this process's own in ``parent`` (``tempfile.mkdtemp``'s name), made with the umask's
+    permissions: what is made in it is renamed into place whole, and mkdtemp's folder is its owner's only (0700), so
+    an ONNX export or a tiny model renamed into a shared folder could not be read by the colleagues sharing it."""
+    while True:
+        folder = parent / f"{prefix}{secrets.token_hex(4)}"
+        try:
+            folder.mkdir(0o777)
+            return folder
+        except FileExistsError:
+            continue
+
+
 @contextmanager
 def written_whole(path: Path) -> Iterator[Path]:
     """A temporary file of this writer's own beside ``path`` to write in, renamed onto ``path`` when the block ends

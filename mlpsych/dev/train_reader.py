@@ -420,20 +420,34 @@ def _backward_or_halve(model, feats: Features, rows: Sequence[int], pad_id: int,
 
 
 def _save_checkpoint(folder: Path, model, optimizer, state: dict) -> None:
+    """Written in a hidden work folder of this process's own and renamed into place. Two trainings of the same
+    records and settings at once (one adapt started twice) share the checkpoint folder: with one work name,
+    ``step-N.tmp``, each removed the other's mid-write and one ended as a bug. The same step put in place by the
+    other meanwhile is kept (the same records, settings and seeds); a killed process's work folder goes as
+    :func:`mlpsych.cache.remove_leftovers` rules."""
     from safetensors.torch import save_file, save_model
 
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_model(model, str(tmp / WEIGHTS_FILE))
-    moments = {}
-    for i, param in enumerate(p for group in optimizer.param_groups for p in group["params"]):
-        for key, value in optimizer.state.get(param, {}).items():
-            moments[f"{i}.{key}"] = value.detach().reshape(-1) if key == "step" else value.detach()
-    save_file({k: v.contiguous() for k, v in moments.items()}, str(tmp / OPTIMIZER_FILE))
-    (tmp / STATE_FILE).write_text(json.dumps(state, indent=1), encoding="utf-8")
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(tmp, folder)
+    from mlpsych.cache import remove_leftovers, work_folder
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(folder.parent.glob(".step-*"))
+    tmp = work_folder(folder.parent, f".{folder.name}-")
+    try:
+        save_model(model, str(tmp / WEIGHTS_FILE))
+        moments = {}
+        for i, param in enumerate(p for group in optimizer.param_groups for p in group["params"]):
+            for key, value in optimizer.state.get(param, {}).items():
+                moments[f"{i}.{key}"] = value.detach().reshape(-1) if key == "step" else value.detach()
+        save_file({k: v.contiguous() for k, v in moments.items()}, str(tmp / OPTIMIZER_FILE))
+        (tmp / STATE_FILE).write_text(json.dumps(state, indent=1), encoding="utf-8")
+        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # the other training put this step in place between the two lines above
+            if not (folder / STATE_FILE).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     old = sorted(folder.parent.glob("step-*[0-9]"))
     for stale in old[:-CHECKPOINTS_KEPT]:
         shutil.rmtree(stale, ignore_errors=True)

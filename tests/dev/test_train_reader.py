@@ -410,3 +410,34 @@ def test_a_run_resumes_with_other_micro_batches(squad_file, tiny_bert, tmp_path)
     assert second.resumed_from == 3 and second.finished and second.checkpoint_dir == first.checkpoint_dir
     meta = json.loads((tmp_path / "r" / "mlpsych_reader.json").read_text())
     assert meta["settings"]["micro_batch_size"] == 1
+
+
+def test_two_trainings_saving_one_checkpoint_at_once_both_go_on(tmp_path: Path, monkeypatch) -> None:
+    """One adapt started twice trains the same records with the same settings into one checkpoint folder: both
+    wrote each step in `step-N.tmp`, each removed the other's mid-write, and one ended with "SafetensorError ...
+    No such file or directory", reported as a bug. Each now writes its own work folder; the step is kept once."""
+    import safetensors.torch
+    import torch
+    from safetensors.torch import load_file
+
+    from mlpsych.dev import train_reader as tr
+
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    folder = tmp_path / "checkpoints" / "step-0000020"
+    save_model, other = safetensors.torch.save_model, [True]
+
+    def the_other_training_saves_meanwhile(*args, **kwargs) -> None:
+        while other:
+            other.pop()
+            tr._save_checkpoint(folder, model, optimizer, {"step": 20})
+        save_model(*args, **kwargs)
+
+    monkeypatch.setattr(safetensors.torch, "save_model", the_other_training_saves_meanwhile)
+    tr._save_checkpoint(folder, model, optimizer, {"step": 20})
+    monkeypatch.undo()
+    assert tr.latest_checkpoint(folder.parent) == folder
+    assert [p.name for p in folder.parent.iterdir()] == ["step-0000020"]  # no work folder left
+    assert torch.equal(load_file(folder / tr.WEIGHTS_FILE)["weight"], model.weight.detach())
