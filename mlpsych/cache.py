@@ -154,6 +154,7 @@ def cache_faults(path: Path, doing: str, what: str = "the result cache") -> Iter
         reason = (error.strerror if isinstance(error, OSError) else None) or one_line(error).split(": ", 1)[-1]
         damaged = isinstance(error, sqlite3.DatabaseError) and not isinstance(error, sqlite3.OperationalError)
         fix = ("delete it (its results are computed again)" if damaged
+               else "make it readable and writable for you (its owner can)" if isinstance(error, PermissionError)
                else "free space there or make it writable")
         raise CacheError(f"{what} {path} cannot be {doing} ({reason}): {fix}, or choose another cache "
                          f"folder (--cache or $MLPSYCH_CACHE); results stored before are kept, rerun to resume") from None

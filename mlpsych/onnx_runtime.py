@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -185,10 +184,10 @@ def quantize_export(folder: Path) -> None:
 def _work_folder(parent: Path, prefix: str) -> Iterator[Path]:
     """A private folder in ``parent`` (the same file system, so what is made there moves into place whole), gone
     after, whatever was left in it by a crash or a Ctrl-C; a killed process's left-overs go the next time."""
-    from mlpsych.cache import remove_leftovers
+    from mlpsych.cache import remove_leftovers, work_folder
 
     remove_leftovers(p for p in parent.glob(prefix + "*") if p.is_dir() and not p.is_symlink())
-    work = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    work = work_folder(parent, prefix)  # renamed into place as the export: readable by whoever shares the cache
     try:
         yield work
     finally:
@@ -230,11 +229,16 @@ def load_onnx_qa_model(model_id: str, dtype: str, with_types: bool, cache_dir: P
 
     from mlpsych.models import NO_REMOTE_CODE
 
+    from mlpsych.cache import cache_faults
+
     ort = import_onnxruntime()
     folder = export_dir(model_id, with_types, cache_dir)
-    if not (folder / FP32_FILE).is_file():
+    # an export only its maker may read (a colleague's, in a shared cache folder) was a PermissionError, as a bug
+    with cache_faults(folder, "read", what=f"the ONNX export of {model_id}"):
+        exported, quantized = (folder / FP32_FILE).is_file(), (folder / INT8_FILE).is_file()
+    if not exported:
         export_model(model_id, folder, with_types)
-    if dtype == "qint8" and not (folder / INT8_FILE).is_file():
+    if dtype == "qint8" and not quantized:
         quantize_export(folder)
     options = ort.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()

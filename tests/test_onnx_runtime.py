@@ -275,3 +275,45 @@ def test_a_killed_exports_work_folder_goes_with_the_next_export_but_a_running_on
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".export-running", ".export-writing", "0123abcd",
                                                                      work.name])
     assert not work.exists()
+
+
+def test_an_export_in_a_shared_cache_folder_is_readable_by_the_colleagues_sharing_it(tiny_models, tmp_path):
+    """The export was made in a `tempfile.mkdtemp` folder (its owner's only, 0700) and renamed into place: a
+    colleague whose $MLPSYCH_CACHE names the same group folder stopped at it with "PermissionError ... this is a
+    bug in mlpsych" (seen as another user). It now has the permissions the umask gives any new folder."""
+    import os
+    import stat
+
+    model = str(tiny_models["bert"])
+    folder = onnx_runtime.export_dir(model, True, tmp_path)
+    umask = os.umask(0o002)  # a lab's group folder
+    try:
+        onnx_runtime.export_model(model, folder, True)
+        onnx_runtime.quantize_export(folder)
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o775
+    assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in folder.iterdir()} == {"model.onnx": 0o664,
+                                                                                 "model-int8.onnx": 0o664}
+
+
+def test_an_export_this_user_may_not_read_is_one_line(tiny_models, tmp_path, monkeypatch):
+    """An export a colleague made that only they may read (made by an older mlpsych, or under their umask 077)."""
+    from mlpsych.errors import CacheError
+
+    model = str(tiny_models["bert"])
+    folder = onnx_runtime.export_dir(model, True, tmp_path)
+    is_file = Path.is_file
+
+    def denied(path: Path) -> bool:
+        if folder in path.parents:
+            raise PermissionError(13, "Permission denied", str(path))
+        return is_file(path)
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    with pytest.raises(CacheError) as error:
+        onnx_runtime.load_onnx_qa_model(model, "float32", True, tmp_path)
+    assert str(error.value) == (
+        f"the ONNX export of {model} {folder} cannot be read (Permission denied): make it readable and writable "
+        "for you (its owner can), or choose another cache folder (--cache or $MLPSYCH_CACHE); results stored "
+        "before are kept, rerun to resume")
