@@ -128,6 +128,28 @@ def work_folder(parent: Path, prefix: str) -> Path:
             continue
 
 
+def umask() -> int:
+    """This process's umask, from /proc on Linux (``os.umask`` reads it only by setting it, for every thread)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def readable_as_new(files: Iterable[Path]) -> None:
+    """Give ``files`` the permissions the umask gives a new file: safetensors writes weights for their owner only
+    (0600), so a reader adapted into a shared folder, or the tiny models, could not be loaded by the colleagues
+    sharing it (transformers said "No such file or directory")."""
+    mode = 0o666 & ~umask()
+    for file in files:
+        os.chmod(file, mode)
+
+
 @contextmanager
 def written_whole(path: Path) -> Iterator[Path]:
     """A temporary file of this writer's own beside ``path`` to write in, renamed onto ``path`` when the block ends

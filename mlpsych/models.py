@@ -203,11 +203,23 @@ def load_failure_reason(model_id: str, error: BaseException) -> str:
     if isinstance(error, ImportError):
         return f"needs a package that is not installed ({first_line})"
     if folder.exists():
+        unreadable = _unreadable_files(folder)
+        if unreadable:  # safetensors says "No such file or directory" for a weight file it may not open
+            return (f"cannot be read by this user: {', '.join(unreadable)} in its folder may be read by its owner "
+                    "only (the owner can share it: chmod -R a+rX, or g+rX for a group)")
         return f"cannot be loaded from its folder: {first_line}"
     if name == "RepositoryNotFoundError":
         return "does not exist on the Hugging Face Hub"
     return ("could not be loaded: not in the local Hugging Face cache and not downloadable (no such Hub repo, or "
             f"no internet). Check the id. {OFFLINE_HELP}")
+
+
+def _unreadable_files(folder: Path) -> list[str]:
+    """The files of a model folder this user may not read (a colleague's reader, written for its owner only)."""
+    try:
+        return sorted(f.name for f in folder.iterdir() if f.is_file() and not os.access(f, os.R_OK))
+    except OSError:
+        return []
 
 
 def names_own_code(folder: Path) -> bool:

@@ -171,6 +171,28 @@ def test_a_missing_folder_whose_path_holds_an_http_status_is_a_missing_folder(tm
     assert "gated" not in load_failure_reason(f"org-{status}/reader", OSError(f"org-{status}/reader is not a repo"))
 
 
+def test_a_reader_folder_whose_weights_this_user_may_not_read_says_so(tmp_path, monkeypatch):
+    """A colleague's reader written for its owner only (0600 weights, as `mlpsych adapt` wrote them) stopped the run
+    with "cannot be loaded from its folder: No such file or directory: .../model.safetensors": safetensors' words
+    for a file it may not open. (Simulated: tests may run as root, who may read anything.)"""
+    import os
+    from pathlib import Path
+
+    from mlpsych import models
+
+    folder = tmp_path / "their-reader"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (folder / name).write_text("{}", encoding="utf-8")
+    access = os.access
+    monkeypatch.setattr(models.os, "access", lambda path, mode: Path(path).suffix != ".safetensors"
+                        and access(path, mode))
+    error = FileNotFoundError(f"No such file or directory: {folder / 'model.safetensors'}")
+    assert load_failure_reason(str(folder), error) == (
+        "cannot be read by this user: model.safetensors in its folder may be read by its owner only (the owner can "
+        "share it: chmod -R a+rX, or g+rX for a group)")
+
+
 @pytest.mark.parametrize("text", ["401 Client Error: Unauthorized for url: https://huggingface.co/x/resolve/main/a",
                                   "Client error '403 Forbidden' for url 'https://huggingface.co/x'",
                                   "HTTP Error 401: Unauthorized"])

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mlpsych.cache import readable_as_new, work_folder
 from mlpsych.models import RANDOM_WEIGHTS_MARKER
 
 if TYPE_CHECKING:
@@ -431,6 +432,7 @@ def _save_model(family: str, config: PretrainedConfig, out: Path, seed: int) -> 
     finally:
         if bars_on:
             tf.utils.logging.enable_progress_bar()
+    readable_as_new(out.glob("*.safetensors"))  # a lab's demo folder is shared
     if family == "llama":
         gen = tf.GenerationConfig(
             bos_token_id=config.bos_token_id,
@@ -508,7 +510,7 @@ def build_tiny_models(out_dir: Path, families: Iterable[str] = FAMILIES) -> dict
 
 
 def _build_atomically(family: str, target: Path) -> None:
-    scratch = Path(tempfile.mkdtemp(prefix=f".{family}-", dir=target.parent))
+    scratch = work_folder(target.parent, f".{family}-")  # the umask's permissions, as the models' folder has
     try:
         build_tiny_model(family, scratch)
         if target.exists():

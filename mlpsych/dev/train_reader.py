@@ -705,8 +705,11 @@ def train_reader(data: Path | Sequence[SquadExample], out_dir: Path, settings: T
 def save_reader(out_dir: Path, model, tokenizer, settings: TrainSettings, meta: dict) -> None:
     """A Hub-style folder: safetensors weights, config, fast tokenizer (limited to the trained length, so the
     Reader's windows match training), and ``mlpsych_reader.json``."""
+    from mlpsych.cache import readable_as_new
+
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
+    readable_as_new(out_dir.glob("*.safetensors"))  # a reader folder is shared: colleagues load it too
     tokenizer.model_max_length = settings.max_length
     tokenizer.save_pretrained(out_dir)
     meta = {"settings": settings.model_dump(mode="json"), "trained_on": str(model.device), **meta,

@@ -158,6 +158,23 @@ def test_build_tiny_models_reuses_complete_dirs_and_repairs_broken_ones(tmp_path
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no scratch dirs left behind
 
 
+def test_tiny_models_built_into_a_shared_folder_are_readable_by_the_colleagues_sharing_it(tmp_path: Path) -> None:
+    """`mlpsych dev tiny-models /lab/tiny` made each model folder its builder's only (`tempfile.mkdtemp`, 0700) and
+    its weights too (safetensors writes 0600): a colleague's run on the lab's demo models could not load them. They
+    now have the permissions the umask gives anything new."""
+    import os
+    import stat
+
+    umask = os.umask(0o002)  # a lab's group folder
+    try:
+        folder = build_tiny_models(tmp_path, ["bert"])["bert"]
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o775
+    assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in folder.iterdir()} == {
+        f.name: 0o664 for f in folder.iterdir()}
+
+
 def test_unknown_family_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown model family 'gpt2'"):
         build_tiny_model("gpt2", tmp_path)

@@ -441,3 +441,25 @@ def test_two_trainings_saving_one_checkpoint_at_once_both_go_on(tmp_path: Path, 
     assert tr.latest_checkpoint(folder.parent) == folder
     assert [p.name for p in folder.parent.iterdir()] == ["step-0000020"]  # no work folder left
     assert torch.equal(load_file(folder / tr.WEIGHTS_FILE)["weight"], model.weight.detach())
+
+
+def test_a_reader_folder_written_into_a_shared_folder_is_readable_by_the_colleagues_sharing_it(tiny_bert: Path,
+                                                                                             tmp_path: Path) -> None:
+    """`mlpsych adapt --out /lab/readers/mine` (and `train-reader`) wrote the weights for their owner only
+    (safetensors writes 0600): a colleague's `mlpsych run --adapted` stopped with "model.safetensors: No such file
+    or directory" (safetensors' words for "Permission denied"). They now have the umask's permissions."""
+    import os
+    import stat
+
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    from mlpsych.dev.train_reader import save_reader
+
+    model = AutoModelForQuestionAnswering.from_pretrained(tiny_bert)
+    umask = os.umask(0o002)  # a lab's group folder
+    try:
+        save_reader(tmp_path / "mine", model, AutoTokenizer.from_pretrained(tiny_bert), settings(tiny_bert), {})
+    finally:
+        os.umask(umask)
+    assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in (tmp_path / "mine").iterdir()} == {
+        f.name: 0o664 for f in (tmp_path / "mine").iterdir()}
