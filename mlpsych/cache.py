@@ -1,7 +1,8 @@
 """Results on disk, keyed by (document hash, question, model, settings): reruns recompute only what changed.
 
 SQLite in WAL mode: each finished unit of work is committed at once (a crash or Ctrl-C loses at most the unit
-in progress), and two runs sharing a cache do not corrupt it. Values are JSON, never pickle.
+in progress), and two runs sharing a cache do not corrupt it. On a network file system (an NFS home folder, a
+cluster's Lustre or GPFS), where WAL does not work, a rollback journal. Values are JSON, never pickle.
 """
 
 from __future__ import annotations
@@ -182,6 +183,39 @@ def cache_faults(path: Path, doing: str, what: str = "the result cache") -> Iter
                          f"folder (--cache or $MLPSYCH_CACHE); results stored before are kept, rerun to resume") from None
 
 
+# File systems that processes on several machines may share, where SQLite's WAL mode does not work: its index is
+# shared memory, which a process on another machine does not see (https://www.sqlite.org/wal.html), so runs on two
+# cluster nodes with one NFS home folder could damage the cache. A rollback journal needs only file locks.
+NETWORK_FILE_SYSTEMS = frozenset({
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "9p", "lustre", "gpfs", "beegfs", "ceph", "glusterfs",
+    "panfs", "pvfs2", "orangefs", "ocfs2", "gfs2", "fuse.sshfs", "fuse.glusterfs", "fuse.ceph", "fuse.cephfs",
+    "fuse.gcsfuse", "fuse.s3fs", "fuse.rclone", "fuse.juicefs",
+})
+
+
+_SAID_NETWORK: set[Path] = set()
+
+
+def file_system_type(path: Path, mounts: Path = Path("/proc/mounts")) -> str | None:
+    """The type of the file system ``path`` lies on (``nfs4``, ``ext4``), from the mount table: the mount point
+    that holds its real path most closely (``os.statvfs`` does not say the type). None where there is no table."""
+    try:
+        table = mounts.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:  # not Linux
+        return None
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for line in table:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])  # "\040" is a space
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
 class ResultCache:
     """A small key-value store of JSON results. ``hits``/``misses`` are counted for the run sheet and tests."""
 
@@ -192,11 +226,33 @@ class ResultCache:
         with cache_faults(self.path, "opened"):
             self.directory.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._set_journal_mode()
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute(SCHEMA)
         self.hits = 0
         self.misses = 0
+
+    def _set_journal_mode(self) -> None:
+        mode = self._journal_mode()
+        try:
+            self._conn.execute(f"PRAGMA journal_mode={mode}")
+        except sqlite3.OperationalError:  # "locked": leaving WAL needs the file to itself
+            if mode == "WAL":
+                raise
+            log.debug("%s is open in WAL mode elsewhere (an older mlpsych): it stays so for now", self.path)
+
+    def _journal_mode(self) -> str:
+        """WAL, or a rollback journal on a network file system (there a run on another machine sharing the folder
+        could damage a WAL cache; a rollback journal is slower, so the run says where a local one would go)."""
+        kind = file_system_type(self.directory)
+        if kind not in NETWORK_FILE_SYSTEMS:
+            return "WAL"
+        if self.path not in _SAID_NETWORK:  # once a process: a run opens its cache more than once
+            _SAID_NETWORK.add(self.path)
+            log.info("the result cache %s is on a network file system (%s), where SQLite's WAL mode does not work: "
+                     "it keeps a rollback journal, slower; a cache folder on a local disk is faster (--cache or "
+                     "$MLPSYCH_CACHE)", self.path, kind)
+        return "DELETE"
 
     def get(self, key: str) -> Any | None:
         with self._lock, cache_faults(self.path, "read"):
