@@ -176,8 +176,10 @@ def cache_faults(path: Path, doing: str, what: str = "the result cache") -> Iter
     except (OSError, sqlite3.Error) as error:
         reason = (error.strerror if isinstance(error, OSError) else None) or one_line(error).split(": ", 1)[-1]
         damaged = isinstance(error, sqlite3.DatabaseError) and not isinstance(error, sqlite3.OperationalError)
+        # a colleague's file in a shared cache folder, made under a umask that leaves it theirs to write
+        denied = isinstance(error, PermissionError) or "readonly database" in str(error)
         fix = ("delete it (its results are computed again)" if damaged
-               else "make it readable and writable for you (its owner can)" if isinstance(error, PermissionError)
+               else "make it readable and writable for you (its owner can)" if denied
                else "free space there or make it writable")
         raise CacheError(f"{what} {path} cannot be {doing} ({reason}): {fix}, or choose another cache "
                          f"folder (--cache or $MLPSYCH_CACHE); results stored before are kept, rerun to resume") from None
@@ -229,8 +231,18 @@ class ResultCache:
             self._set_journal_mode()
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute(SCHEMA)
+            self._check_writable()
         self.hits = 0
         self.misses = 0
+
+    def _check_writable(self) -> None:
+        """A write, rolled back: a cache this user may only read (a colleague's file in a shared folder) was found
+        at the first result stored, after the models had loaded and a paper was read."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._conn.execute("INSERT OR REPLACE INTO results (key, value) VALUES ('', 'null')")
+        finally:
+            self._conn.execute("ROLLBACK")
 
     def _set_journal_mode(self) -> None:
         mode = self._journal_mode()

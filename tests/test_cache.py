@@ -77,3 +77,24 @@ def test_a_wal_cache_another_process_holds_open_is_used_as_it_is(tmp_path: Path,
         shared.put("k", [1])
         assert shared.get("k") == [1]
         shared.close()
+
+
+def test_a_cache_file_a_colleague_made_that_this_user_may_not_write_says_whose_to_fix(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """$MLPSYCH_CACHE a group folder, the cache file made by a colleague under umask 022: the run stopped at the
+    first result it stored, after loading the models and reading a paper, with "attempt to write a readonly
+    database: free space there or make it writable". It now stops when the cache is opened, saying whose it is
+    to fix. (Simulated with SQLite's read-only mode: tests may run as root, who may write anything.)"""
+    from mlpsych.errors import CacheError
+
+    folder = tmp_path / "cache"
+    ResultCache(folder).close()
+    connect = sqlite3.connect
+    monkeypatch.setattr(cache_module.sqlite3, "connect",
+                        lambda path, **options: connect(f"file:{path}?mode=ro", uri=True, **options))
+    with pytest.raises(CacheError) as error:
+        ResultCache(folder)
+    assert str(error.value) == (
+        f"the result cache {folder / 'results.sqlite'} cannot be opened (attempt to write a readonly database): "
+        "make it readable and writable for you (its owner can), or choose another cache folder (--cache or "
+        "$MLPSYCH_CACHE); results stored before are kept, rerun to resume")
