@@ -97,8 +97,8 @@ def remove_leftovers(entries: Iterable[Path]) -> None:
 def temporary_path(path: Path) -> Path:
     """A new, empty file where a writer (:func:`written_whole`, ``mlpsych.export.write_result``) writes before
     renaming: hidden, beside the output (a rename within one folder is atomic), its name this writer's own, so two
-    runs writing one ``--out`` at once never write into each other's file. Made with the umask's permissions, as the output was (``mkstemp`` makes it private, and the
-    rename gave the sheet to its owner only)."""
+    runs writing one ``--out`` at once never write into each other's file. Made with the umask's permissions, as
+    the output was (``mkstemp`` makes it private, and the rename gave the sheet to its owner only)."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp{path.suffix}")
     os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # never a file (or link) already there
     return tmp
@@ -193,9 +193,7 @@ NETWORK_FILE_SYSTEMS = frozenset({
     "panfs", "pvfs2", "orangefs", "ocfs2", "gfs2", "fuse.sshfs", "fuse.glusterfs", "fuse.ceph", "fuse.cephfs",
     "fuse.gcsfuse", "fuse.s3fs", "fuse.rclone", "fuse.juicefs",
 })
-
-
-_SAID_NETWORK: set[Path] = set()
+_SAID_NETWORK: set[Path] = set()  # the caches said to be on one, once a process
 
 
 def file_system_type(path: Path, mounts: Path = Path("/proc/mounts")) -> str | None:
@@ -259,7 +257,7 @@ class ResultCache:
         kind = file_system_type(self.directory)
         if kind not in NETWORK_FILE_SYSTEMS:
             return "WAL"
-        if self.path not in _SAID_NETWORK:  # once a process: a run opens its cache more than once
+        if self.path not in _SAID_NETWORK:  # a run opens its cache more than once
             _SAID_NETWORK.add(self.path)
             log.info("the result cache %s is on a network file system (%s), where SQLite's WAL mode does not work: "
                      "it keeps a rollback journal, slower; a cache folder on a local disk is faster (--cache or "
