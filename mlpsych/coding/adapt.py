@@ -314,9 +314,24 @@ def adapt(coding: Coding, documents: dict[str, Document], questions: QuestionSet
     log.info("reader written to %s; cross-fitting its calibrator", out_dir)
     result.calibration = _calibrate(trained, documents, questions, settings, options, run_settings or RunSettings(),
                                     checkpoints / "calibration", progress)
+    if result.calibration.calibrator is not None and not _holds(out_dir, meta["fingerprint"]):
+        result.calibration = CrossFitted(None, f"another adapt wrote its reader to {out_dir} while this one's "
+                                               "calibrator was fitted, and it is not that reader's: rerun to write both")
     if result.calibration.calibrator is not None:
         result.calibration.calibrator.save(out_dir / CALIBRATOR_FILE)
     return result
+
+
+def _holds(out_dir: Path, fingerprint: str) -> bool:
+    """Whether ``out_dir`` still holds the reader trained on the records and settings of ``fingerprint``: two
+    adapts of one --out at once (two coders' sheets) each saved their calibrator into whichever reader was there
+    last, and a reader was left with the other one's calibrator, without a word."""
+    import json
+
+    try:
+        return json.loads((out_dir / META_FILE).read_text(encoding="utf-8")).get("fingerprint") == fingerprint
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _replay(options: AdaptOptions, coded_records: int) -> list[SquadExample]:

@@ -234,6 +234,36 @@ def test_a_killed_adapts_half_written_folder_is_removed_by_the_next(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.glob(".adapted*")) == [running.name]
 
 
+def test_a_reader_another_adapt_wrote_meanwhile_does_not_get_this_ones_calibrator(tmp_path: Path, documents,
+                                                                                 questions, tiny_bert: Path,
+                                                                                 monkeypatch):
+    """Two adapts of one --out at once (two coders' sheets): each wrote its reader, cross-fitted its calibrator for
+    minutes, then saved it into --out, where the other's reader may be by then: a reader with the other one's
+    calibrator, without a word. The calibrator is now saved only beside its own reader, and the summary says why."""
+    import json
+
+    from mlpsych.coding import adapt as adapt_module
+    from mlpsych.coding import confidence as cf
+    from mlpsych.coding.crossfit import CALIBRATOR_FILE, CrossFitted
+
+    out = tmp_path / "adapted"
+
+    def the_other_adapt_writes_meanwhile(*args, **kwargs) -> CrossFitted:
+        meta = json.loads((out / META_FILE).read_text(encoding="utf-8"))
+        (out / META_FILE).write_text(json.dumps({**meta, "fingerprint": "the other coding"}), encoding="utf-8")
+        n = len(cf.FEATURES)
+        return CrossFitted(cf.Calibrator([0.0] * n, 0.0, [0.0] * n, [1.0] * n, {}, list(cf.FEATURES)))
+
+    monkeypatch.setattr(adapt_module, "_calibrate", the_other_adapt_writes_meanwhile)
+    start = PAPER_A.index("random forests")
+    coding = Coding([CodedSpan("A", "q1", "random forests", start, start + 14, True, "gold")], {("A", "q1")})
+    settings = adapt_settings(str(tiny_bert), max_length=64, stride=16, batch_size=4, epochs=1)
+    done = adapt(coding, documents, questions, out, settings, AdaptOptions(passage_words=12),
+                 checkpoints=tmp_path / "ck", progress=False)
+    assert not (out / CALIBRATOR_FILE).exists()
+    assert done.calibration.calibrator is None and "another adapt wrote its reader to" in done.calibration.reason
+
+
 def test_command_line_cross_fits_three_folds_unless_told(tmp_path: Path, capsys, tiny_bert: Path):
     texts = tmp_path / "texts.jsonl"
     texts.write_text(json.dumps({"id": "A", "text": PAPER_A}) + "\n", encoding="utf-8")
