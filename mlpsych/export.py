@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path, PurePath
 
 from mlpsych.answers import Answer, AnswerStage
-from mlpsych.cache import remove_stale_temporaries, temporary_path
+from mlpsych.files import remove_stale_temporaries, temporary_path
 from mlpsych.documents import Document
 from mlpsych.errors import OutputError
 from mlpsych.models import DEMO_NOTE

@@ -184,7 +184,7 @@ def quantize_export(folder: Path) -> None:
 def _work_folder(parent: Path, prefix: str) -> Iterator[Path]:
     """A private folder in ``parent`` (the same file system, so what is made there moves into place whole), gone
     after, whatever was left in it by a crash or a Ctrl-C; a killed process's left-overs go the next time."""
-    from mlpsych.cache import remove_leftovers, work_folder
+    from mlpsych.files import remove_leftovers, work_folder
 
     remove_leftovers(p for p in parent.glob(prefix + "*") if p.is_dir() and not p.is_symlink())
     work = work_folder(parent, prefix)  # renamed into place as the export: readable by whoever shares the cache
@@ -227,9 +227,8 @@ def load_onnx_qa_model(model_id: str, dtype: str, with_types: bool, cache_dir: P
     import torch
     from transformers import AutoConfig
 
-    from mlpsych.models import NO_REMOTE_CODE
-
     from mlpsych.cache import cache_faults
+    from mlpsych.models import NO_REMOTE_CODE
 
     ort = import_onnxruntime()
     folder = export_dir(model_id, with_types, cache_dir)

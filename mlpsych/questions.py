@@ -11,7 +11,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from mlpsych.cache import written_whole
+from mlpsych.files import written_whole
 from mlpsych.errors import QuestionFileError
 
 PLACEHOLDER = "__PLACEHOLDER__"

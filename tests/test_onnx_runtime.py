@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlpsych.cache import LEFTOVER_SECONDS
+from mlpsych.files import LEFTOVER_SECONDS
 from mlpsych.documents import Document
 from mlpsych.errors import ModelLoadError
 from mlpsych.models import DTYPE_ENV

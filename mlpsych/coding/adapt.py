@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from mlpsych.cache import remove_leftovers
+from mlpsych.files import remove_leftovers
 from mlpsych.coding.coded import Coding, CodedSpan
 from mlpsych.coding.crossfit import CALIBRATOR_FILE, CrossFitted, cross_fitted_calibrator
 from mlpsych.dev.train_reader import (
@@ -379,7 +379,7 @@ def check_out(out_dir: Path) -> None:
 def _write_atomically(out_dir: Path, fitted, settings: TrainSettings, meta: dict) -> None:
     """Write the folder beside ``out_dir`` and rename it into place (an earlier reader there is replaced only
     once the new one is complete), so a crash never leaves a half-written reader; what a killed adapt left beside it
-    goes as :func:`mlpsych.cache.remove_leftovers` rules. A write that fails (a full disk) is one line: the training
+    goes as :func:`mlpsych.files.remove_leftovers` rules. A write that fails (a full disk) is one line: the training
     is in its checkpoints, and the rerun writes it without training again."""
     work = f".{out_dir.name}."
     remove_leftovers(p for kind in ("partial", "old") for p in out_dir.parent.glob(f"{glob.escape(work)}{kind}-*"))

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlpsych.cache import readable_as_new, work_folder
+from mlpsych.files import readable_as_new, work_folder
 from mlpsych.models import RANDOM_WEIGHTS_MARKER
 
 if TYPE_CHECKING:

@@ -424,10 +424,10 @@ def _save_checkpoint(folder: Path, model, optimizer, state: dict) -> None:
     records and settings at once (one adapt started twice) share the checkpoint folder: with one work name,
     ``step-N.tmp``, each removed the other's mid-write and one ended as a bug. The same step put in place by the
     other meanwhile is kept (the same records, settings and seeds); a killed process's work folder goes as
-    :func:`mlpsych.cache.remove_leftovers` rules."""
+    :func:`mlpsych.files.remove_leftovers` rules."""
     from safetensors.torch import save_file, save_model
 
-    from mlpsych.cache import remove_leftovers, work_folder
+    from mlpsych.files import remove_leftovers, work_folder
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     remove_leftovers(folder.parent.glob(".step-*"))
@@ -705,7 +705,7 @@ def train_reader(data: Path | Sequence[SquadExample], out_dir: Path, settings: T
 def save_reader(out_dir: Path, model, tokenizer, settings: TrainSettings, meta: dict) -> None:
     """A Hub-style folder: safetensors weights, config, fast tokenizer (limited to the trained length, so the
     Reader's windows match training), and ``mlpsych_reader.json``."""
-    from mlpsych.cache import readable_as_new
+    from mlpsych.files import readable_as_new
 
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mlpsych.cache import written_whole
+from mlpsych.files import written_whole
 from mlpsych.documents import Document
 from mlpsych.errors import IngestError, InputError, one_line
 from mlpsych.ingest.textnorm import TextReport, normalize_json, normalize_text, normalize_with_pages
@@ -307,7 +307,7 @@ def _line(document: Document) -> str:
 
 def write_jsonl(documents: Sequence[Document], out: Path) -> None:
     """The texts as ``mlpsych ingest`` writes them (read back by ``run``, ``eval --texts`` and ``adapt --texts``),
-    written whole (:func:`mlpsych.cache.written_whole`): an interrupted write leaves no half file, and of two
+    written whole (:func:`mlpsych.files.written_whole`): an interrupted write leaves no half file, and of two
     ingests writing one ``--out`` at once the last to finish leaves its own texts."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
