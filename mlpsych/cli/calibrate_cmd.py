@@ -36,12 +36,15 @@ def run(args: argparse.Namespace) -> int:
     from mlpsych.coding.coded import check_papers, row_papers
     from mlpsych.errors import EvalInputError, PapersNotInTexts, QuestionFileError
     from mlpsych.evaluation import evaluate as ev
+    from mlpsych.evaluation.sheets import check_sheet_file
     from mlpsych.questions import load_question_sets
 
     if args.out.suffix.lower() != ".json":
         raise UserError(f"--out {args.out}: a calibrator is a .json file")
     if args.gold and not args.pred:
         raise UserError("--gold needs --pred, the run whose answers the gold judges")
+    for sheet in args.coded or []:  # before the papers are read, as adapt checks them
+        check_sheet_file(sheet, "--coded")
     try:
         questions = load_question_sets(comma_list(args.questions))
     except QuestionFileError as error:

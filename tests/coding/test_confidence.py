@@ -306,7 +306,7 @@ def test_calibrate_refuses_a_sheet_of_another_corpus(tmp_path, coded_sheet, caps
     assert not out.exists()
 
 
-def test_calibrate_fits_the_same_calibrator_on_the_coded_sheet_saved_as_csv(tmp_path, coded_sheet):
+def test_calibrate_fits_the_same_calibrator_on_the_coded_sheet_saved_as_csv(tmp_path, coded_sheet, capsys):
     """A coder's sheet saved as CSV was refused (first with openpyxl's "cannot open as a workbook", then with a
     request to paste its rows into the workbook): the CSV is read as the workbook's answers sheet."""
     from mlpsych.cli import main
@@ -323,6 +323,10 @@ def test_calibrate_fits_the_same_calibrator_on_the_coded_sheet_saved_as_csv(tmp_
         assert fitted[sheet.suffix]["fitted_on"].pop("coded") == [str(sheet)]
     assert fitted[".csv"]["fitted_on"]["answers"] == 5
     assert fitted[".csv"] == fitted[".xlsx"]
+    capsys.readouterr()
+    assert main(["calibrate", "--texts", str(texts), "--out", str(out), "--coded", str(tmp_path / "coded.ods")]) == 2
+    assert capsys.readouterr().err.strip() == (f"mlpsych: error: --coded {tmp_path / 'coded.ods'}: expected the "
+                                               "results sheet of `mlpsych run` (.xlsx, or its .csv)")
 
 
 def test_calibrate_names_the_marks_it_cannot_read(tmp_path, caplog):
