@@ -73,7 +73,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("papers", nargs="+", metavar="PAPERS_DIR", help="folder of papers, or paper files")
     parser.add_argument("--out", "-o", default="texts.jsonl", help="output JSONL (default: texts.jsonl)")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    # --no-progress as run, adapt and dev train-reader spell it: a user who typed it got "unrecognized arguments"
+    parser.add_argument("--quiet", "-q", "--no-progress", dest="quiet", action="store_true", help="no progress bars")
     add_ingest_options(parser)
     parser.set_defaults(func=run)
 

@@ -48,7 +48,7 @@ def test_ingest_run_again_in_the_papers_folder_does_not_read_its_own_output(pape
 def test_ingest_of_its_own_output_named_as_input_still_reads_it(papers, tmp_path) -> None:
     """Named itself (re-cleaned in place, or hand-corrected and checked), the output is read as any other input."""
     out = tmp_path / "texts.jsonl"
-    assert main(["ingest", str(papers), "--out", str(out), "--quiet"]) == 0
+    assert main(["ingest", str(papers), "--out", str(out), "--no-progress"]) == 0  # as `mlpsych run` spells it
     before = out.read_text(encoding="utf-8")
     assert main(["ingest", str(out), "--out", str(out), "--quiet"]) == 0
     assert out.read_text(encoding="utf-8") == before
