@@ -22,11 +22,11 @@ from mlpsych.documents import Document
 from mlpsych.models import NO_REMOTE_CODE, free_memory, halving_on_oom, load_qa_model, load_tokenizer, pick_device, pick_dtype
 from mlpsych.reading.decode import (
     WindowCandidate,
+    add_summed,
     decode_window,
     decode_window_exhaustive,
     decode_window_pipeline,
     rank_candidates,
-    summed_by_text,
     window_candidates,
 )
 from mlpsych.reading.windows import EncodedDocument, Window, make_windows, pack_passages
@@ -35,7 +35,8 @@ from mlpsych.settings import ReaderSettings
 log = logging.getLogger(__name__)
 
 # Span candidates kept per question while a paper is read (pruned to the best top_k beyond this, or, where same
-# texts are summed, summed), so memory does not grow with the paper's length; pruning never changes the result.
+# texts are summed, summed into one record per text), so memory does not grow with the paper's length; pruning
+# never changes the result.
 CANDIDATES_KEPT = 2048
 # Papers whose tokenization is kept (and so at most read in one call): windows of several papers share batches.
 ENCODED_KEPT = 16
@@ -377,6 +378,7 @@ class Reader:
         jobs = [(pi, qi) for pi, (_, queries) in enumerate(papers) for qi in range(len(queries))]
         candidates: dict[tuple[int, int], list[WindowCandidate]] = {job: [] for job in jobs}
         nulls: dict[tuple[int, int], list[float]] = {job: [] for job in jobs}
+        sums: dict[tuple[int, int], dict[str, WindowCandidate]] = {job: {} for job in jobs}  # where texts are summed
         position = 0
         while position < len(features):
             (batch, starts, ends), self._batch_size = halving_on_oom(
@@ -397,15 +399,15 @@ class Reader:
                 candidates[feature.job].extend(found)
                 nulls[feature.job].append(null)
             for job in {inputs.feature.job for inputs in batch}:
-                if len(candidates[job]) > CANDIDATES_KEPT:  # only the best top_k spans can win: prune as we go
-                    candidates[job] = self._pruned(candidates[job], papers[job[0]][0],
+                if len(candidates[job]) + len(sums[job]) > CANDIDATES_KEPT:  # only the best top_k can win: prune
+                    candidates[job] = self._pruned(candidates[job], sums[job], papers[job[0]][0],
                                                    papers[job[0]][1][job[1]].top_k)
         results: list[dict[int, list[Span]]] = [{} for _ in papers]
         for pi, qi in jobs:
             doc, query = papers[pi][0], papers[pi][1][qi]
             found = candidates[(pi, qi)]
             if self.settings.same_text == "summed":
-                found = summed_by_text(found, doc.text)
+                found = list(add_summed(sums[(pi, qi)], found, doc.text).values())
             ranked = rank_candidates(
                 found, nulls[(pi, qi)], top_k=query.top_k, allow_empty=query.allow_empty,
                 null_threshold=self.settings.null_threshold, dedupe=self.settings.dedupe,
@@ -413,11 +415,14 @@ class Reader:
             results[pi][qi] = [self._to_span(doc, query, c) for c in ranked]
         return results
 
-    def _pruned(self, found: list[WindowCandidate], doc: Document, top_k: int) -> list[WindowCandidate]:
-        """A question's candidates so far, fewer and with the same result: the best ``top_k``, or, where same texts
-        are summed (a span's final score depends on every window), one per text."""
+    def _pruned(self, found: list[WindowCandidate], sums: dict[str, WindowCandidate], doc: Document,
+                top_k: int) -> list[WindowCandidate]:
+        """A question's candidates read since the last pruning, fewer and with the same result: the best ``top_k``,
+        or, where same texts are summed (a span's final score depends on every window), none: they are summed into
+        the question's one record per text, ``sums``."""
         if self.settings.same_text == "summed":
-            return summed_by_text(found, doc.text)
+            add_summed(sums, found, doc.text)
+            return []
         return rank_candidates(found, [], top_k=top_k, allow_empty=False, dedupe=self.settings.dedupe)
 
     def _decode(self, starts: np.ndarray, ends: np.ndarray, mask: np.ndarray, offsets: np.ndarray,

@@ -202,3 +202,36 @@ def test_release_frees_the_model_without_a_full_collection(tiny_models, family, 
         assert collections == [()] and model() is None and kept is not None
     finally:
         gc.enable()
+
+
+class _CountedText(str):
+    """A paper's text that counts the slices taken of it: summing same texts takes one per candidate it looks at."""
+
+    slices = 0
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            _CountedText.slices += 1
+        return super().__getitem__(key)
+
+
+def test_summing_same_texts_looks_at_each_candidate_once(tiny_models, monkeypatch):
+    """Where same texts are summed (the default), each batch's candidates are summed into the records kept, not every
+    record again: that was quadratic in the paper's length (a 200-page thesis spent a third of its reading there)."""
+    import mlpsych.reading.reader as reader_module
+    from mlpsych.dev.tiny import corpus
+
+    monkeypatch.setattr(reader_module, "CANDIDATES_KEPT", 8)  # pruned after every batch, as a long paper is
+    reader = Reader(str(tiny_models["bert"]), ReaderSettings(max_length=96, stride=24, batch_size=4, dtype="fp32"))
+    text = " ".join(corpus(60))
+
+    def slices_taken(copies: int) -> tuple[int, int]:
+        doc = Document(id=f"x{copies}", text=_CountedText(" ".join([text] * copies)))
+        reader.encode(doc)
+        before, windows = _CountedText.slices, reader.windows_read
+        reader.run(doc, [Query("q1", "What methods were used?", top_k=5, max_answer_tokens=8)])
+        return _CountedText.slices - before, reader.windows_read - windows
+
+    (short, short_windows), (long, long_windows) = slices_taken(1), slices_taken(4)
+    assert long_windows >= 4 * short_windows - 4
+    assert long / short < 1.5 * long_windows / short_windows  # linear in the windows read, not quadratic
