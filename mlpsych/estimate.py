@@ -30,7 +30,7 @@ class StageProgress:
 
     event: ProgressEvent  # the latest event of the stage (or its plan entry)
     total: int
-    done: int = 0
+    done: float = 0  # a long paper being read counts in part
     seconds: float = 0.0
     counted: bool = True  # False while a follow-up level's sub-questions are not known
 
@@ -236,7 +236,7 @@ class LiveEstimate:
                     self.show(self.tracker)
 
 
-def describe_stage(event: ProgressEvent, done: int, total: int, labels: dict[str, str] | None = None) -> str:
+def describe_stage(event: ProgressEvent, done: float, total: int, labels: dict[str, str] | None = None) -> str:
     """``answering q1 (techniques), q3 (research question): paper 3 of 4`` and the like, from an event (no label
     parsing); the model is named only for the LLM and the cascade's small reader, whose role is not the question."""
     questions = ", ".join(f"{q} ({labels[q]})" if labels and q in labels else q for q in event.questions)
@@ -246,7 +246,7 @@ def describe_stage(event: ProgressEvent, done: int, total: int, labels: dict[str
         return f"loading {what} for {questions}"
     if event.stage == "normalize":
         return f"LLM {short_model(event.model)} tidying {questions}: batch {done} of {total}"
-    count = f"{event.unit} {done} of {total}"
+    count = f"{event.unit} {int(done)} of {total}"
     if event.stage == "select":
         return f"small reader choosing windows for {questions}: {count}"
     return f"answering {questions}: {count}"

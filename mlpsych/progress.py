@@ -28,7 +28,7 @@ class ProgressEvent:
     stage: Stage
     questions: tuple[str, ...]
     model: str
-    done: int
+    done: float  # whole units, or a part of a long paper's way through its read
     total: int
     unit: Unit
     loading: bool = False

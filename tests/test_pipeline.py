@@ -411,3 +411,26 @@ def test_the_run_sheet_names_each_models_revision_the_llms_dtype_and_the_tokeniz
                      ResultCache(tmp_path / "c"), progress=False).run([])
     assert quiet.info.llm_dtype is None and "llm_dtype" not in dict(run_rows(quiet))
     assert set(quiet.info.model_revisions) == {str(folder), "org/reader"}
+
+
+@pytest.mark.slow
+def test_a_long_paper_moves_the_progress_and_gives_a_time_left_while_it_is_read(tiny_questions, tmp_path):
+    """A book-length thesis is one paper whose reading can take many minutes: the stage's progress moves with its
+    windows, so the bar and a time left come before it is finished (it stood at "paper 0 of 1", with "time left:
+    measured after the first paper", through the whole read)."""
+    from mlpsych.estimate import ProgressTracker
+
+    questions = load_question_set(tiny_questions).select(["q3"])
+    events: list[ProgressEvent] = []
+    pipeline = Pipeline(questions, settings(), ResultCache(tmp_path / "c"), progress=False, on_progress=events.append)
+    plan = pipeline.plan(1)
+    pipeline.run([Document(id="thesis", text=PAPER * 10)])
+    first_reader = [e for e in events if e.stage == "read" and e.model == events[0].model and not e.loading]
+    done = [e.done for e in first_reader]
+    assert any(0 < d < 1 for d in done) and done == sorted(done) and done[-1] == 1
+    clock = iter(range(1000))
+    tracker = ProgressTracker(plan, clock=lambda: float(next(clock)))
+    for event in events[: events.index(next(e for e in first_reader if 0 < e.done < 1)) + 1]:
+        tracker.update(event)
+    assert tracker.seconds_left() is not None and 0 < tracker.fraction() < 1
+    assert "paper 0 of 1" in tracker.describe() and " left · " in tracker.describe() and "about " in tracker.describe()

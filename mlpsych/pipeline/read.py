@@ -132,12 +132,14 @@ class CachedReader:
                     pending.append(_Pending(doc, todo, queries))
                     waiting += cost
             if len(pending) >= PAPERS_PER_READ or waiting >= WINDOWS_PER_READ:
-                self._read_pending(pending, spans, label, replace(step, done=finished[seen - len(pending)]))
+                self._read_pending(pending, spans, label, replace(step, done=finished[seen - len(pending)]),
+                                   finished[seen])
                 waiting = 0
             if not pending:  # everything up to this paper is read and cached
                 bar.update(seen - bar.n)
                 ctx.report(replace(step, done=finished[seen]))
-        self._read_pending(pending, spans, label, replace(step, done=finished[len(by_doc) - len(pending)]))
+        self._read_pending(pending, spans, label, replace(step, done=finished[len(by_doc) - len(pending)]),
+                           finished[-1])
         bar.update(len(by_doc) - bar.n)
         bar.close()
         if by_doc:
@@ -145,8 +147,9 @@ class CachedReader:
         return spans
 
     def _read_pending(self, pending: list[_Pending], spans: dict[int, list[Span]], label: str,
-                      progress: ProgressEvent) -> None:
-        """Read the pending papers together and cache what each gave; ``progress``: the stage's units done so far."""
+                      progress: ProgressEvent, done_after: int) -> None:
+        """Read the pending papers together and cache what each gave; ``progress``: the stage's units done so far,
+        ``done_after``: once they are read."""
         if not pending:
             return
         ctx = self.ctx
@@ -155,7 +158,11 @@ class CachedReader:
             self.reader.warm_up()  # a ModelLoadError stops the run: finished work is in the cache
             ctx.counters.model_loads.append(self.model)
             ctx.report(progress)  # loaded: reading starts (a front end stops saying "loading")
-        found = read_group(self.reader, self.model, pending, ctx.result, label)
+        self.reader.on_batch = self._reporting(progress, done_after)
+        try:
+            found = read_group(self.reader, self.model, pending, ctx.result, label)
+        finally:
+            self.reader.on_batch = None
         for paper in pending:
             doc = paper.doc
             with isolated(ctx.result, doc.id, f"caching {label} with {self.model}"):
@@ -164,6 +171,21 @@ class CachedReader:
                                   stage="read")
                     spans[i] = found[doc.id][j]
         pending.clear()
+
+    def _reporting(self, start: ProgressEvent, end: int) -> Callable[[int, int], None]:
+        """The reader's per-batch hook while a group is read: the stage's units done move from ``start.done``
+        toward ``end`` with the windows read (in steps of a hundredth), so a paper hundreds of pages long moves the
+        bar and gives a time left long before it is finished (it stood at "paper 0 of 1" for the whole read)."""
+        shown = 0.0
+
+        def on_batch(read: int, total: int) -> None:
+            nonlocal shown
+            part = read / total
+            if 0.01 <= part - shown and part < 1:
+                shown = part
+                self.ctx.report(replace(start, done=start.done + part * (end - start.done)))
+
+        return on_batch
 
 
 def read_group(reader: Reader, model: str, todo: list[_Pending], result: RunResult,

@@ -197,6 +197,9 @@ class Reader:
         self._questions_cut: set[str] = set()  # said once each, not once per paper
         self.windows_read = 0  # counted for benchmarks and tests
         self.tokens_read = 0  # model input tokens (no padding): what reading cost (mlpsych.reading.cost)
+        # Called after each batch with (windows read, windows to read) of the current call: a book-length paper is
+        # one call of many minutes, and a front end's progress would otherwise stand still through it.
+        self.on_batch: Callable[[int, int], None] | None = None
 
     def load_tokenizer(self) -> None:
         """The tokenizer alone: enough to window papers (and so to retrieve) before the model is needed."""
@@ -386,6 +389,8 @@ class Reader:
                 f"{self.model_id}: batch size")
             position += len(batch)
             self.windows_read += len(batch)
+            if self.on_batch is not None:
+                self.on_batch(position, len(features))
             self.tokens_read += sum(len(inputs.ids) for inputs in batch)
             for row, inputs in enumerate(batch):
                 feature = inputs.feature
