@@ -1,6 +1,7 @@
 """Files written whole, and shared: what a writer of ours makes lies in a work file or folder of its own until it
 is renamed into place, gets the permissions the umask gives (a lab shares cache, reader and model folders), and
-what a killed writer left goes with a later writer. One place for these rules, used by every writer of the tool.
+what a killed writer left goes with a later writer. One place for these rules (`eval --out` and `agree --out`
+still write in place).
 """
 
 from __future__ import annotations
