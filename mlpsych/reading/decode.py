@@ -226,23 +226,17 @@ def window_candidates(top_k: int, same_text: str, snap_to_words: bool) -> int:
     return 2 * top_k + 10 if same_text == "summed" and snap_to_words else top_k
 
 
-def summed_by_text(candidates: list[WindowCandidate], text: str) -> list[WindowCandidate]:
-    """Candidates of one question with the same text, ignoring case, made one, as transformers 4.57's
-    question-answering pipeline does: its score the sum of theirs, its offsets the first one's in reading order
-    (window, then place in the window). Summing again with more candidates gives the same as summing all at once,
-    so a question's candidates can be summed as windows are read (``add_summed``)."""
-    return list(add_summed({}, candidates, text).values())
-
-
 def _reading_order(c: WindowCandidate) -> tuple[int, int]:
     return c.window, c.rank
 
 
 def add_summed(sums: dict[str, WindowCandidate], candidates: list[WindowCandidate],
                text: str) -> dict[str, WindowCandidate]:
-    """``sums`` (one record per lowercased text, as ``summed_by_text`` makes them) with ``candidates`` summed in,
-    each text's record and its new candidates added in reading order. Only the texts the new candidates name are
-    touched: summing every record again at each batch made reading quadratic in a paper's length (a 200-page
+    """``sums`` with ``candidates`` summed in: candidates of one question with the same text, ignoring case, made
+    one record, as transformers 4.57's question-answering pipeline does: its score the sum of theirs, its offsets
+    the first one's in reading order (window, then place in the window). Summing in steps gives the same as summing
+    all at once, so a question's candidates are summed as windows are read; only the texts the new candidates name
+    are touched (summing every record again at each batch made reading quadratic in a paper's length: a 200-page
     thesis spent a third of its reading time there)."""
     groups: dict[str, list[WindowCandidate]] = {}
     for c in sorted(candidates, key=_reading_order):

@@ -10,9 +10,9 @@ import pytest
 from mlpsych.reading.decode import (
     MAX_CHARS_PER_TOKEN,
     WindowCandidate,
+    add_summed,
     decode_window,
     rank_candidates,
-    summed_by_text,
     window_candidates,
 )
 from mlpsych.reading.windows import make_windows, pack_passages
@@ -131,7 +131,7 @@ def test_same_texts_are_one_span_with_the_summed_score_and_the_first_offsets_in_
     lower = _at("svm", 1, 0.0625, window=0, rank=5)  # the same text ignoring case
     snapped_twice = _at("SVM", 0, 0.03125, window=0, rank=4)  # two token pairs snapped to the same words
     forest = _at("random forest", 0, 0.3, window=1, rank=1)
-    summed = summed_by_text([late, forest, lower, first, snapped_twice], SAME)
+    summed = list(add_summed({}, [late, forest, lower, first, snapped_twice], SAME).values())
     assert [(SAME[c.char_start:c.char_end], c.score) for c in summed] == [("SVM", 0.46875), ("random forest", 0.3)]
     assert (summed[0].char_start, summed[0].window, summed[0].rank) == (first.char_start, 0, 3)
     ranked = rank_candidates(summed, [], top_k=1, allow_empty=False, dedupe=False)
@@ -141,8 +141,8 @@ def test_same_texts_are_one_span_with_the_summed_score_and_the_first_offsets_in_
 def test_summing_as_windows_are_read_gives_the_sum_of_all():
     parts = [_at("SVM", 2, 0.25, 2, 0), _at("random forest", 0, 0.5, 0, 1), _at("SVM", 0, 0.125, 1, 0),
              _at("svm", 1, 0.0625, 0, 2)]
-    at_once = summed_by_text(parts, SAME)
-    in_steps = summed_by_text(summed_by_text(parts[:2], SAME) + parts[2:], SAME)
+    at_once = add_summed({}, parts, SAME).values()
+    in_steps = add_summed(add_summed({}, parts[:2], SAME), parts[2:], SAME).values()
     assert sorted((c.char_start, c.score) for c in in_steps) == sorted((c.char_start, c.score) for c in at_once)
 
 
