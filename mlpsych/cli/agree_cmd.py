@@ -1,4 +1,5 @@
-"""`mlpsych agree CODED.xlsx` (or its .csv): precision of the answers a researcher coded, and agreement between coders."""
+"""`mlpsych agree CODED.xlsx` (or its .csv): precision of the answers a researcher coded, and agreement between
+coders."""
 
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--texts", type=Path, required=True, help="the papers' texts (text.json, texts.jsonl or folder)")
     p.add_argument("--out", type=Path, required=True, help="calibrator file to write (.json)")
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--coded", type=Path, nargs="+", metavar="SHEET", help="coded results sheets (.xlsx, or the run's .csv)")
+    source.add_argument("--coded", type=Path, nargs="+", metavar="SHEET",
+                        help="coded results sheets (.xlsx, or the run's .csv)")
     source.add_argument("--gold", type=Path, help="gold answers in the `mlpsych eval --gold` format (needs --pred)")
     p.add_argument("--pred", type=Path, default=None, help="with --gold: the run's .xlsx, .csv or .jsonl")
     p.add_argument("--questions", default="mlpsych",

@@ -178,7 +178,7 @@ def load_run_papers(path: str | Path) -> list[dict[str, Any]] | None:
     """The run's papers and their status: the ``papers`` sheet of an XLSX export (``paper_id``, ``source_file``,
     ``status``: "ok" or what went wrong), or None where the output records no papers (JSONL, a sheet-less XLSX)."""
     path = Path(path)
-    if path.suffix.lower() not in (".xlsx", ".xlsm"):
+    if path.suffix.lower() not in WORKBOOK_SUFFIXES:
         return None
     return read_sheet(path, "papers", required=False) or None
 
