@@ -76,6 +76,14 @@ class Document:
         return self.status == "ok"
 
     @property
+    def notes(self) -> list[str]:
+        """What ingest noted about a paper it could read (pages without text, a very long file, text decoded as
+        Windows-1252): answers may be missing from what it could not read, so the papers sheet and the run's
+        summary show them."""
+        notes = self.meta.get("warnings") or []
+        return [notes] if isinstance(notes, str) else [str(note) for note in notes]
+
+    @property
     def readable(self) -> bool:
         """Read without a problem and with text to answer from (the papers a run's plan counts)."""
         return self.ok and bool(self.text.strip())

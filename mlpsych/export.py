@@ -120,7 +120,7 @@ def paper_questions(result: RunResult) -> list[QuestionTemplate]:
 
 def paper_rows(result: RunResult) -> list[dict]:
     """One row per paper, one column per question of :func:`paper_questions` (final answers joined); problems in a
-    status column."""
+    status column, what ingest noted of a paper it read (pages without text) in ``text_notes``."""
     finals: dict[tuple[str, str], list[Answer]] = defaultdict(list)
     for a in result.answers:
         if a.final:
@@ -137,6 +137,7 @@ def paper_rows(result: RunResult) -> list[dict]:
             else:
                 texts = list(dict.fromkeys(shown(a.text) for a in answers))
             row[q.id] = SEPARATOR.join(texts)
+        row["text_notes"] = "; ".join(doc.notes)  # last: the question columns keep their places
         rows.append(row)
     return rows
 
@@ -224,7 +225,7 @@ def write_xlsx(result: RunResult, path: Path) -> None:
     wb = Workbook()
     papers = paper_rows(result)
     sheets = {
-        "papers": (list(papers[0].keys()) if papers else ["paper_id", "source_file", "status"],
+        "papers": (list(papers[0].keys()) if papers else ["paper_id", "source_file", "status", "text_notes"],
                    [list(r.values()) for r in papers]),
         "answers": (ANSWER_COLUMNS + CODER_COLUMNS,
                     [_cells(r) + [None] * len(CODER_COLUMNS) for r in answer_rows(result, final_only=True)]),
@@ -239,7 +240,7 @@ def write_xlsx(result: RunResult, path: Path) -> None:
     widths = {"answer": 40, "evidence": 80, "question": 40, "raw_output": 80, "value": 80, "status": 40,
               "papers": 60, "n_papers": 10, "n_mentions": 12, "paper_id": 28, "source_file": 30, "page": 8,
               "score": 10, "confidence": 11, "start": 9, "end": 9, "final": 8, "ensemble": 10, "stage": 12,
-              "question_id": 12, "correct": 10, "corrected_answer": 40, "notes": 40}
+              "question_id": 12, "correct": 10, "corrected_answer": 40, "notes": 40, "text_notes": 40}
     for name, (header, rows) in sheets.items():
         ws = wb.create_sheet(name)
         ws.append(header)

@@ -17,7 +17,7 @@ from mlpsych.errors import QuestionFileError
 PLACEHOLDER = "__PLACEHOLDER__"
 # Columns the papers sheet (export.paper_rows) and the app's answers table write beside one column per question id:
 # a question with one of these ids would overwrite them (a paper's status replaced by its answers), so it is refused.
-RESERVED_IDS = ("paper_id", "source_file", "status", "paper")
+RESERVED_IDS = ("paper_id", "source_file", "status", "text_notes", "paper")
 # Validation context: the file is one of several answered together, so a bridge_from may name a question of another
 # file (an add-on file of follow-ups to the library's q1); bridges are checked on the merged set.
 BRIDGES_ELSEWHERE = "bridges_elsewhere"

@@ -69,3 +69,12 @@ def test_scholarly_abbreviations_do_not_end_the_evidence_sentence():
         for word in re.finditer(r"[A-Za-z]{4,}", sentence):
             start = text.index(sentence) + word.start()
             assert doc.sentence_around(start, start + len(word.group())) == sentence
+
+
+def test_notes_are_what_ingest_noted_of_a_text_it_read():
+    """A texts JSONL edited by hand may hold one note as a string: it is one note, not one note per letter."""
+    assert Document(id="a", text="t").notes == []
+    assert Document(id="a", text="t", meta={"warnings": ["pages without text: 2", "very long"]}).notes == [
+        "pages without text: 2", "very long"]
+    assert Document.from_dict({"id": "a", "text": "t", "meta": {"warnings": "read as Windows-1252"}}).notes == [
+        "read as Windows-1252"]

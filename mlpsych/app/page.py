@@ -391,9 +391,13 @@ def results_section() -> None:
     problems = status[status["status"] != "ok"]
     for _, row in problems.iterrows():
         st.warning(results.plain(f"{row['paper']} ({row['source_file']}): {row['status']}"))
+    noted = status[(status["status"] == "ok") & (status["text_notes"] != "")]
+    for _, row in noted.iterrows():
+        st.info(results.plain(f"{row['paper']} ({row['source_file']}) was read with a note: {row['text_notes']} "
+                              "(answers may be missing from what could not be read)"))
     st.markdown("**One row per paper** (the spreadsheet's *papers* sheet)")
     st.dataframe(results.overview_table(result), hide_index=True, width="stretch", key="overview")
-    with st.expander("Files and their status", expanded=bool(len(problems))):
+    with st.expander("Files and their status", expanded=bool(len(problems) or len(noted))):
         st.dataframe(status, hide_index=True, width="stretch")
     answers_section(result, status)
 

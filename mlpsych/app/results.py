@@ -128,7 +128,8 @@ def overview_table(result: RunResult) -> pd.DataFrame:
 
 
 def status_table(result: RunResult) -> pd.DataFrame:
-    """One row per paper: its file, pages, number of answers and ``ok`` or what went wrong."""
+    """One row per paper: its file, pages, number of answers, ``ok`` or what went wrong, and what ingest noted of
+    its text (pages without text)."""
     import pandas as pd
 
     from mlpsych.export import source_files
@@ -139,9 +140,10 @@ def status_table(result: RunResult) -> pd.DataFrame:
             counts[a.doc_id] += 1
     sources = source_files(result.documents)
     rows = [{"paper": d.id, "source_file": sources[d.id], "pages": len(d.pages) or None,
-             "answers": counts[d.id], "status": "; ".join(result.errors.get(d.id, [])) or "ok"}
+             "answers": counts[d.id], "status": "; ".join(result.errors.get(d.id, [])) or "ok",
+             "text_notes": "; ".join(d.notes)}
             for d in result.documents]
-    table = pd.DataFrame(rows, columns=["paper", "source_file", "pages", "answers", "status"])
+    table = pd.DataFrame(rows, columns=["paper", "source_file", "pages", "answers", "status", "text_notes"])
     return table.astype({"pages": "Int64"})  # blank for a file without pages (Word, a text file), not 0 or nan
 
 

@@ -245,17 +245,30 @@ def summary(result: RunResult, out: Path, seconds: float) -> list[str]:
     answered = sum(1 for a in result.answers if a.final)
     lines = [f"{len(result.documents)} papers, {answered} answers -> {out} in {format_seconds(seconds)}"
              + (f" ({len(result.errors)} papers with problems: see the status column)" if result.errors else "")]
-    for doc_id, problems in list(result.errors.items())[:SHOWN_PROBLEMS]:
-        lines.append(f"  {doc_id}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
-    if len(result.errors) > SHOWN_PROBLEMS:
-        lines.append(f"  ... and {len(result.errors) - SHOWN_PROBLEMS} more papers with problems")
+    lines += _listed(result.errors, "papers with problems")
+    noted = {d.id: d.notes for d in result.documents if d.notes and d.id not in result.errors}
+    if noted:
+        where = ", in the papers sheet's text_notes column" if out.suffix.lower() == ".xlsx" else ""
+        papers = f"{len(noted)} paper" + ("" if len(noted) == 1 else "s")
+        lines.append(f"{papers} read with notes on their text{where} (answers may be missing from what could not be "
+                     "read):")
+        lines += _listed(noted, "papers with notes")
     if result.info.demo_models:
         lines.append(f"note: {DEMO_NOTE}")
     lines += [f"note: {warning}" for warning in result.info.warnings]
     return lines
 
 
-SHOWN_PROBLEMS = 10  # papers whose problem the end summary names (all are in the status column)
+SHOWN_PROBLEMS = 10  # papers whose problem (or text's notes) the end summary names; all are in the papers sheet
+
+
+def _listed(lines_of: dict[str, list[str]], what: str) -> list[str]:
+    """The summary's lines for papers and what was said of each: the first thing said, and how many more."""
+    lines = [f"  {doc_id}: {said[0]}" + (f" (and {len(said) - 1} more)" if len(said) > 1 else "")
+             for doc_id, said in list(lines_of.items())[:SHOWN_PROBLEMS]]
+    if len(lines_of) > SHOWN_PROBLEMS:
+        lines.append(f"  ... and {len(lines_of) - SHOWN_PROBLEMS} more {what}")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:

@@ -361,3 +361,16 @@ def image_only_pdf(path: Path) -> None:
     pdf.drawImage(ImageReader(buffer), 50, 500, width=500, height=160)
     pdf.showPage()
     pdf.save()
+
+
+def pdf_with_a_page_without_text(path: Path) -> None:
+    """Page 1 a sentence, page 2 a drawing and no text, as a scanned table would be (for tests of the note that
+    such pages were not read)."""
+    from reportlab.pdfgen import canvas
+
+    pdf = canvas.Canvas(str(path))
+    pdf.drawString(72, 700, "We trained a random forest on the survey answers of 212 nurses.")
+    pdf.showPage()
+    pdf.rect(72, 300, 400, 300, fill=1)
+    pdf.showPage()
+    pdf.save()

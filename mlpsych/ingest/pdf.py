@@ -50,7 +50,7 @@ def extract_pdf(path: Path, *, columns: bool = True) -> Extraction:
     finally:
         document.close()
     extraction = Extraction(pages, {"n_pages": len(pages), "columns": {"two_column_pages": two_column}})
-    _check_text_layer(extraction, failed)
+    _check_text_layer(path, extraction, failed)
     return extraction
 
 
@@ -61,7 +61,7 @@ def _open_error(error: Exception) -> str:
     return f"{CORRUPT_PDF} ({message.strip().rstrip('.')})"
 
 
-def _check_text_layer(extraction: Extraction, failed: list[int]) -> None:
+def _check_text_layer(path: Path, extraction: Extraction, failed: list[int]) -> None:
     """Raise for a PDF without text; note pages without text, unreadable pages and very long files in meta."""
     pages = extraction.pages
     if not pages:
@@ -76,6 +76,8 @@ def _check_text_layer(extraction: Extraction, failed: list[int]) -> None:
         warnings.append(f"pages that could not be read: {_ranges(failed)}")
     if len(pages) > LONG_DOCUMENT_PAGES:
         warnings.append(f"very long document ({len(pages)} pages): a book or a whole volume rather than a paper?")
+    for warning in warnings:
+        log.warning("%s: %s", path.name, warning)
     if warnings:
         extraction.meta["warnings"] = warnings
 

@@ -582,6 +582,26 @@ def test_an_empty_upload_is_listed_with_its_status_in_the_results_and_the_downlo
     assert rows == {Path(paper[0]).stem: "ok", "notes": "empty file"}
 
 
+def test_a_paper_read_with_pages_without_text_says_so_on_the_page(tmp_path, tiny_questions, examples_dir):
+    """The note that a PDF's page had no text (a scanned table) stayed in the texts' metadata: the page showed the
+    paper "ok" and its missing answers as none."""
+    from mlpsych.dev.synth import pdf_with_a_page_without_text
+
+    pdf_with_a_page_without_text(tmp_path / "scanned-table.pdf")
+    at = page(tmp_path, tiny_questions)
+    at.multiselect(key="picked_questions").set_value(["q1"])
+    upload(at, [example_files(examples_dir)[0], ("scanned-table.pdf", (tmp_path / "scanned-table.pdf").read_bytes(),
+                                                  "application/pdf")])
+    at.button(key="run").click()
+    at.run()
+    assert not at.exception
+    note = "pages without text (images? OCR them to include them): 2"
+    assert said(at.info) == [f"scanned-table (scanned-table.pdf) was read with a note: {note} (answers may be missing "
+                             "from what could not be read)"]
+    status = next(d.value for d in at.dataframe if "pages" in d.value.columns).set_index("paper")
+    assert status.loc["scanned-table", "status"] == "ok" and status.loc["scanned-table", "text_notes"] == note
+
+
 def test_a_review_started_here_continues_after_a_reload_with_its_own_papers_and_questions(
         tmp_path, tiny_questions, examples_dir, monkeypatch):
     """After a reload, continuing a review of uploaded papers asked for papers the coder no longer had at hand (the

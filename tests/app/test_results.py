@@ -93,13 +93,14 @@ def test_a_follow_up_downloaded_alone_has_no_empty_column_of_the_question_it_fol
     result = _result()
     alone = _sheets(result, results.ResultFilter(questions=("q4",)))
     whole = _sheets(result, results.ResultFilter())
-    assert alone["papers"][:2] == [("paper_id", "source_file", "status", "q4"),
-                                   ("a", "a.txt", "ok", "random forests: to predict mood")]
+    assert alone["papers"][:2] == [("paper_id", "source_file", "status", "q4", "text_notes"),
+                                   ("a", "a.txt", "ok", "random forests: to predict mood", None)]
     assert alone["answers"][1:] == [r for r in whole["answers"][1:] if r[2] == "q4"]
     assert alone["answers"][1][alone["answers"][0].index("bridge_entity")] == "random forests"
     with_parent = _sheets(result, results.ResultFilter(questions=("q1", "q4")))
-    assert with_parent["papers"][:2] == [("paper_id", "source_file", "status", "q1", "q4"),
-                                         ("a", "a.txt", "ok", "random forests", "random forests: to predict mood")]
+    assert with_parent["papers"][:2] == [("paper_id", "source_file", "status", "q1", "q4", "text_notes"),
+                                         ("a", "a.txt", "ok", "random forests", "random forests: to predict mood",
+                                          None)]
     narrowed = results.filtered_result(result, results.ResultFilter(questions=("q4",)))
     assert list(results.overview_table(narrowed).columns) == ["paper", "q4", "status"]  # the page's view alike
 
@@ -113,11 +114,15 @@ def test_overview_has_a_row_per_paper_and_says_no_answer():
     assert rows["c"]["q1"] == results.NOT_READ and rows["c"]["status"] == "ingest: not a PDF"
 
 
-def test_status_table_shows_problems_per_paper():
-    status = results.status_table(_result())
+def test_status_table_shows_problems_and_notes_per_paper():
+    """The notes ingest made of a paper it read (pages without text) are shown beside its status."""
+    result = _result()
+    result.documents[1].meta["warnings"] = ["pages without text (images? OCR them to include them): 2"]
+    status = results.status_table(result)
     assert status.to_dict("records")[:2] == [
-        {"paper": "a", "source_file": "a.txt", "pages": None, "answers": 3, "status": "ok"},
-        {"paper": "b", "source_file": "b.pdf", "pages": 1, "answers": 1, "status": "q1 with m1: boom"}]
+        {"paper": "a", "source_file": "a.txt", "pages": None, "answers": 3, "status": "ok", "text_notes": ""},
+        {"paper": "b", "source_file": "b.pdf", "pages": 1, "answers": 1, "status": "q1 with m1: boom",
+         "text_notes": "pages without text (images? OCR them to include them): 2"}]
 
 
 def test_duplicates_across_formats_are_named():

@@ -14,6 +14,7 @@ from mlpsych.cli import main
 from mlpsych.coding.adapt import META_FILE
 from mlpsych.coding.confidence import Calibrator
 from mlpsych.coding.crossfit import CALIBRATOR_FILE
+from mlpsych.dev.synth import pdf_with_a_page_without_text
 from mlpsych.ingest import load_documents
 
 
@@ -34,7 +35,7 @@ def test_examples_to_spreadsheet_and_rerun_from_cache(examples_dir, tiny_questio
     assert {"papers", "answers", "run"} <= set(wb.sheetnames)
     sheet = wb["papers"]
     header = [c.value for c in sheet[1]]
-    assert header[:3] == ["paper_id", "source_file", "status"] and header[3:] == ["q1", "q2", "q3", "q4"]
+    assert header[:3] == ["paper_id", "source_file", "status"] and header[3:] == ["q1", "q2", "q3", "q4", "text_notes"]
     rows = list(sheet.iter_rows(min_row=2, values_only=True))
     assert sorted(r[0] for r in rows) == sorted(p.stem for p in papers)
     assert all(r[2] == "ok" and r[3] for r in rows)  # every paper has q1 answers
@@ -354,4 +355,27 @@ def test_a_space_after_a_comma_in_only_and_questions_is_no_part_of_the_name(exam
     out = tmp_path / "r.xlsx"
     assert run_cli(papers, "--questions", f"{tiny_questions}, {extra}", "--only", "q3, n", "--no-normalize",
                    "--out", out, "--cache", tmp_path / "cache") == 0, capsys.readouterr().err
-    assert [c.value for c in load_workbook(out)["papers"][1]][3:] == ["q3", "n"]
+    assert [c.value for c in load_workbook(out)["papers"][1]][3:] == ["q3", "n", "text_notes"]
+
+
+@pytest.mark.parametrize("suffix", [".xlsx", ".csv"])
+def test_pages_without_text_are_noted_in_the_papers_sheet_and_the_summary(examples_dir, tiny_questions, tmp_path,
+                                                                           capsys, suffix):
+    """A PDF with a page ingest found no text on (a scanned table) was read without a word to the user: the note
+    stayed in the texts' metadata, and the coder took the paper's missing answers for none."""
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    shutil.copy(examples_dir / "papers" / "burnout-survey-text.txt", papers)
+    pdf_with_a_page_without_text(papers / "scanned-table.pdf")
+    out = tmp_path / f"r{suffix}"
+    assert run_cli(papers, "--questions", tiny_questions, "--only", "q3", "--no-normalize", "--out", out,
+                   "--cache", tmp_path / "cache") == 0
+    summary = capsys.readouterr().out
+    note = "pages without text (images? OCR them to include them): 2"
+    where = ", in the papers sheet's text_notes column" if suffix == ".xlsx" else ""
+    assert f"1 paper read with notes on their text{where} (answers may be missing" in summary
+    assert f"  scanned-table: {note}" in summary and "burnout-survey-text:" not in summary
+    if suffix == ".xlsx":
+        rows = list(load_workbook(out)["papers"].iter_rows(values_only=True))
+        notes = {row[0]: row[rows[0].index("text_notes")] for row in rows[1:]}
+        assert notes == {"burnout-survey-text": None, "scanned-table": note}

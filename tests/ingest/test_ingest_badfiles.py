@@ -207,3 +207,4 @@ def test_long_pdf_loads_with_a_warning(tmp_path: Path, caplog: pytest.LogCapture
     assert document.ok and len(document.pages) == 500
     assert document.page_at(document.text.index("on page 377 of")) == 377
     assert "very long document (500 pages)" in document.meta["warnings"][0]
+    assert "book.pdf: very long document (500 pages)" in caplog.text  # said while reading, not only kept
