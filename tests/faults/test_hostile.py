@@ -108,8 +108,9 @@ def test_bad_files_get_a_status_and_good_papers_are_answered(zoo_run) -> None:
     papers = {row[0]: row for row in workbook["papers"].iter_rows(min_row=2, values_only=True)}
     assert set(papers) == {paper_id for paper_id, _ in ZOO.values()}  # the hidden file is skipped
     for name, (paper_id, status) in ZOO.items():
-        _, source, got, answers = papers[paper_id]
+        _, source, got, answers, notes = papers[paper_id]
         assert source == name
+        assert bool(notes) == (name == "latin1.txt"), (name, notes)  # read, and said to be read as Windows-1252
         if status == "ok":
             assert got == "ok" and answers, name
         else:
