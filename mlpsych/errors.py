@@ -53,6 +53,13 @@ class OutputError(UserError):
     the file and why. A good file already there is left as it was."""
 
 
+def cannot_write(path: object, error: OSError) -> OutputError:
+    """How an output that cannot be written reads: the file, the system's reason, and what to do where it is a file
+    held open (Windows refuses to replace a file a spreadsheet program has open)."""
+    held = " (if it is open in a spreadsheet program, close it)" if isinstance(error, PermissionError) else ""
+    return OutputError(f"{path} cannot be written ({error.strerror or error}){held}")
+
+
 class ModelLoadError(RuntimeError):
     """A model that cannot be loaded; the message says which and what to do. Stops the run (every paper needs it)."""
 

@@ -15,7 +15,7 @@ from pathlib import Path, PurePath
 from mlpsych.answers import Answer, AnswerStage
 from mlpsych.files import remove_stale_temporaries, temporary_path
 from mlpsych.documents import Document
-from mlpsych.errors import OutputError
+from mlpsych.errors import cannot_write
 from mlpsych.models import DEMO_NOTE
 from mlpsych.normalize.answers import item_key
 from mlpsych.normalize.grounding import definition_of
@@ -338,8 +338,7 @@ def write_result(result: RunResult, path: Path) -> Path:
         writer(without_unwritable_papers(result), tmp)
         tmp.replace(path)
     except OSError as error:  # a full disk, a file held open by a spreadsheet program (Windows), a folder of its name
-        held = " (if it is open in a spreadsheet program, close it)" if isinstance(error, PermissionError) else ""
-        raise OutputError(f"{path} cannot be written ({error.strerror or error}){held}") from None
+        raise cannot_write(path, error) from None
     finally:  # a failed or interrupted write leaves no half file (after the rename there is none)
         if tmp is not None:
             tmp.unlink(missing_ok=True)

@@ -1,7 +1,6 @@
 """Files written whole, and shared: what a writer of ours makes lies in a work file or folder of its own until it
 is renamed into place, gets the permissions the umask gives (a lab shares cache, reader and model folders), and
-what a killed writer left goes with a later writer. One place for these rules (`eval --out` and `agree --out`
-still write in place).
+what a killed writer left goes with a later writer. One place for these rules.
 """
 
 from __future__ import annotations
@@ -101,6 +100,20 @@ def readable_as_new(files: Iterable[Path]) -> None:
     mode = 0o666 & ~umask()
     for file in files:
         os.chmod(file, mode)
+
+
+def write_report(path: Path, text: str) -> None:
+    """``text`` written whole into ``path``, its folder made: a report a command writes at its end (`eval --out`,
+    `agree --out`). A file that cannot be written is one line (``OutputError``), not a bug, and a report already
+    there stays as it was (it was written in place: a failed write left half of it)."""
+    from mlpsych.errors import cannot_write
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with written_whole(path) as partial:
+            partial.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise cannot_write(path, error) from None
 
 
 @contextmanager

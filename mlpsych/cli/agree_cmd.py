@@ -7,7 +7,9 @@ import argparse
 import logging
 from pathlib import Path
 
+from mlpsych.cli import check_output
 from mlpsych.errors import UserError
+from mlpsych.files import write_report
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,10 @@ def run(args: argparse.Namespace) -> int:
                         "'correct_<name>' (and 'corrected_answer_<name>'), with the rows in the same order; then give "
                         "that sheet alone")
     args.coded = args.coded[0]
+    if args.out:  # before the sheet is read, not after the report is printed
+        if args.out.suffix.lower() not in (".md", ".csv"):
+            raise UserError(f"--out {args.out}: use a .md or .csv file name")
+        check_output(args.out)
     try:
         check_sheet_file(args.coded, "coded sheet")
         codings, coders = agree.read_codings(args.coded)
@@ -47,10 +53,6 @@ def run(args: argparse.Namespace) -> int:
     markdown = agree.report_markdown(precision, kappas, coders)
     print(markdown)
     if args.out:
-        if args.out.suffix.lower() not in (".md", ".csv"):
-            raise UserError(f"--out {args.out}: use a .md or .csv file name")
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        text = markdown if args.out.suffix.lower() == ".md" else agree.report_csv(precision, coders)
-        args.out.write_text(text, encoding="utf-8")
+        write_report(args.out, markdown if args.out.suffix.lower() == ".md" else agree.report_csv(precision, coders))
         log.info("wrote %s", args.out)
     return 0

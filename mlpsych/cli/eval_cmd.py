@@ -6,10 +6,11 @@ import argparse
 import logging
 from pathlib import Path
 
-from mlpsych.cli import comma_list
+from mlpsych.cli import check_output, comma_list
 from mlpsych.errors import UserError
 from mlpsych.evaluation.evaluate import DEFAULT_STAGE, DEFAULT_UNANSWERABLE, STAGES
 from mlpsych.evaluation.metrics import DEFAULT_SIMILARITY_THRESHOLD
+from mlpsych.files import write_report
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +114,11 @@ def _similarity(args: argparse.Namespace, gold, rows):
 
 def _check_out(out: Path) -> None:
     """Before any scoring: ``--out results.xlsx`` is a file name the tables cannot be written as, not a folder to
-    make (it was made, holding eval.csv and eval.md)."""
-    if out.suffix.lower() in (".csv", ".md") or out.is_dir():
+    make (it was made, holding eval.csv and eval.md); a .csv or .md must be a file that can be written."""
+    if out.suffix.lower() in (".csv", ".md"):
+        check_output(out)
+        return
+    if out.is_dir():
         return
     if out.exists() or out.suffix:
         raise UserError(f"--out {out}: give a .csv or .md file name, or a folder (a new one: a name without an "
@@ -124,11 +128,9 @@ def _check_out(out: Path) -> None:
 def _write(out: Path, markdown: str, csv_text: str) -> None:
     suffix = out.suffix.lower()
     if suffix in (".csv", ".md"):
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(csv_text if suffix == ".csv" else markdown, encoding="utf-8")
+        write_report(out, csv_text if suffix == ".csv" else markdown)
         log.info("wrote %s", out)
         return
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "eval.csv").write_text(csv_text, encoding="utf-8")
-    (out / "eval.md").write_text(markdown, encoding="utf-8")
+    write_report(out / "eval.csv", csv_text)
+    write_report(out / "eval.md", markdown)
     log.info("wrote %s and %s", out / "eval.csv", out / "eval.md")

@@ -315,3 +315,11 @@ def test_ticks_crosses_and_yes_no_in_other_languages_are_read():
     for value in ("x", "X"):
         with pytest.raises(ValueError):
             parse_code(value)
+
+
+def test_an_out_that_cannot_be_written_is_said_before_the_sheet_is_read(tmp_path, capsys):
+    """`--out report.md` that is a folder printed the whole report, then "this is a bug in mlpsych"."""
+    (tmp_path / "report.md").mkdir()
+    with pytest.raises(UserError, match=r"--out .*report.md is a folder: give a file name in it"):
+        _run_cli(["agree", str(_write(tmp_path)), "--out", str(tmp_path / "report.md")])
+    assert capsys.readouterr().out == ""

@@ -336,3 +336,16 @@ def test_out_named_like_a_spreadsheet_is_refused_before_scoring(tmp_path):
     assert _run_cli(["eval", "--gold", str(gold), "--pred", str(pred), "--no-similar", "--out",
                      str(tmp_path / "run.v2")]) == 0
     assert (tmp_path / "run.v2" / "eval.md").is_file()
+
+
+def test_an_out_that_cannot_be_written_is_one_line_not_a_bug(tmp_path):
+    """`--out scores.md` that is a folder, or an --out folder whose eval.csv is a folder, ended in "this is a bug in
+    mlpsych" (the first after all the scoring)."""
+    texts, gold, pred = _write_dataset(tmp_path)
+    (tmp_path / "scores.md").mkdir()
+    with pytest.raises(UserError, match=r"--out .*scores.md is a folder"):
+        _run_cli(["eval", "--gold", str(gold), "--pred", str(pred), "--no-similar", "--out",
+                  str(tmp_path / "scores.md")])
+    (tmp_path / "run" / "eval.csv").mkdir(parents=True)
+    with pytest.raises(UserError, match=r"eval.csv cannot be written \("):
+        _run_cli(["eval", "--gold", str(gold), "--pred", str(pred), "--no-similar", "--out", str(tmp_path / "run")])
