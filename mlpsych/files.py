@@ -102,10 +102,10 @@ def readable_as_new(files: Iterable[Path]) -> None:
         os.chmod(file, mode)
 
 
-def write_report(path: Path, text: str) -> None:
-    """``text`` written whole into ``path``, its folder made: a report a command writes at its end (`eval --out`,
-    `agree --out`). A file that cannot be written is one line (``OutputError``), not a bug, and a report already
-    there stays as it was (it was written in place: a failed write left half of it)."""
+def write_whole(path: Path, text: str) -> None:
+    """``text`` written whole into ``path``, its folder made: what a command writes at its end (`eval --out` and
+    `agree --out` reports, a calibrator). A file that cannot be written is one line (``OutputError``), not a bug,
+    and a file already there stays as it was (reports were written in place: a failed write left half of one)."""
     from mlpsych.errors import cannot_write
 
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mlpsych.cli import check_output
 from mlpsych.errors import UserError
-from mlpsych.files import write_report
+from mlpsych.files import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,6 @@ def run(args: argparse.Namespace) -> int:
     markdown = agree.report_markdown(precision, kappas, coders)
     print(markdown)
     if args.out:
-        write_report(args.out, markdown if args.out.suffix.lower() == ".md" else agree.report_csv(precision, coders))
+        write_whole(args.out, markdown if args.out.suffix.lower() == ".md" else agree.report_csv(precision, coders))
         log.info("wrote %s", args.out)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mlpsych.cli import comma_list
+from mlpsych.cli import check_output, comma_list
 from mlpsych.errors import UserError
 from mlpsych.evaluation.evaluate import DEFAULT_UNANSWERABLE
 
@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.out.suffix.lower() != ".json":
         raise UserError(f"--out {args.out}: a calibrator is a .json file")
+    check_output(args.out)  # before the papers are read and answers fitted
     if args.gold and not args.pred:
         raise UserError("--gold needs --pred, the run whose answers the gold judges")
     for sheet in args.coded or []:  # before the papers are read, as adapt checks them

@@ -10,7 +10,7 @@ from mlpsych.cli import check_output, comma_list
 from mlpsych.errors import UserError
 from mlpsych.evaluation.evaluate import DEFAULT_STAGE, DEFAULT_UNANSWERABLE, STAGES
 from mlpsych.evaluation.metrics import DEFAULT_SIMILARITY_THRESHOLD
-from mlpsych.files import write_report
+from mlpsych.files import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -128,9 +128,9 @@ def _check_out(out: Path) -> None:
 def _write(out: Path, markdown: str, csv_text: str) -> None:
     suffix = out.suffix.lower()
     if suffix in (".csv", ".md"):
-        write_report(out, csv_text if suffix == ".csv" else markdown)
+        write_whole(out, csv_text if suffix == ".csv" else markdown)
         log.info("wrote %s", out)
         return
-    write_report(out / "eval.csv", csv_text)
-    write_report(out / "eval.md", markdown)
+    write_whole(out / "eval.csv", csv_text)
+    write_whole(out / "eval.md", markdown)
     log.info("wrote %s and %s", out / "eval.csv", out / "eval.md")

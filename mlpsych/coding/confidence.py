@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from mlpsych.answers import AnswerStage
-from mlpsych.files import written_whole
+from mlpsych.files import write_whole
 from mlpsych.errors import UserError
 from mlpsych.evaluation.metrics import token_f1
 
@@ -157,12 +157,9 @@ class Calibrator:
                            "mean": self.mean, "scale": self.scale, "fitted_on": self.fitted_on}, indent=1)
 
     def save(self, path: str | Path) -> None:
-        """Written whole (:func:`mlpsych.files.written_whole`): two writers of one file at once (two `calibrate
+        """Written whole (:func:`mlpsych.files.write_whole`): two writers of one file at once (two `calibrate
         --out`, two adapts of one reader folder) shared one work file, and the first failed as a bug."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with written_whole(path) as partial:
-            partial.write_text(self.to_json(), encoding="utf-8")
+        write_whole(Path(path), self.to_json())
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> "Calibrator":

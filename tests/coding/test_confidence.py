@@ -429,3 +429,22 @@ def test_two_writers_of_one_calibrator_file_at_once_leave_one_whole(tmp_path, mo
     monkeypatch.undo()
     assert cf.Calibrator.load(path).intercept == 1.5
     assert [p.name for p in tmp_path.iterdir()] == ["calib.json"]
+
+
+def test_a_calibrator_that_cannot_be_written_is_one_line(tmp_path, coded_sheet, capsys):
+    """`calibrate --out study.json` where study.json was a folder read the papers, fitted, and then said "this is a
+    bug in mlpsych"; a calibrator written into a folder taken by a folder of its name (adapt) alike."""
+    from mlpsych.cli import main
+    from mlpsych.errors import OutputError
+
+    from .conftest import PAPER_A, PAPER_B
+
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in (("A", PAPER_A), ("B", PAPER_B))))
+    (tmp_path / "study.json").mkdir()
+    assert main(["calibrate", "--texts", str(texts), "--out", str(tmp_path / "study.json"), "--coded",
+                 str(coded_sheet)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"mlpsych: error: --out {tmp_path / 'study.json'} is a folder") and "\n" not in err
+    with pytest.raises(OutputError, match=r"study.json cannot be written \("):
+        cf.Calibrator.load().save(tmp_path / "study.json")
