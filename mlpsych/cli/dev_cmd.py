@@ -55,7 +55,10 @@ def add_parser(subparsers) -> None:
 
 def run_tiny_models(args: argparse.Namespace) -> int:
     from mlpsych.dev.tiny import build_tiny_models, write_tiny_question_file
+    from mlpsych.errors import UserError
 
+    if args.out_dir.exists() and not args.out_dir.is_dir():  # found when its first model was written, as a bug
+        raise UserError(f"{args.out_dir} is a file: give the name of a folder for the tiny models")
     models = build_tiny_models(args.out_dir)
     questions = write_tiny_question_file(args.out_dir, models)
     for family, path in models.items():

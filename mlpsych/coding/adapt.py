@@ -26,7 +26,6 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from mlpsych.files import remove_leftovers
 from mlpsych.coding.coded import Coding, CodedSpan
 from mlpsych.coding.crossfit import CALIBRATOR_FILE, CrossFitted, cross_fitted_calibrator
 from mlpsych.dev.train_reader import (
+    check_reader_out,
     META_FILE,
     SquadExample,
     TrainSettings,
@@ -361,19 +361,12 @@ def _calibrate(coding: Coding, documents: dict[str, Document], questions: Questi
 
 
 def check_out(out_dir: Path) -> None:
-    """Before training: ``out_dir`` can become the reader folder. A file there, or a place that takes no folder
-    (read-only, not there to be made), was found only at the write, after the training, as a bug in mlpsych."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise AdaptError(f"--out {out_dir} is a file: a reader is a folder; give the name of a new folder")
+    """Before training: ``out_dir`` can become the reader folder (:func:`check_reader_out`), and is not a folder of
+    other files, which the adapted reader replaces whole."""
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / META_FILE).is_file():
         raise AdaptError(f"{out_dir} exists and is not a reader folder: give a new folder (or an earlier adapted "
                          "reader's, which is replaced)")
-    try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        os.rmdir(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.write-check-"))
-    except OSError as error:
-        raise AdaptError(f"--out {out_dir}: cannot write a folder in {out_dir.parent} ({error.strerror or error}): "
-                         "give --out in a folder you can write to") from None
+    check_reader_out(out_dir)
 
 
 def _write_atomically(out_dir: Path, fitted, settings: TrainSettings, meta: dict) -> None:

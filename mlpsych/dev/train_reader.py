@@ -35,6 +35,7 @@ import math
 import os
 import random
 import shutil
+import tempfile
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -665,6 +666,7 @@ def train_reader(data: Path | Sequence[SquadExample], out_dir: Path, settings: T
     out_dir = Path(out_dir)
     if inside_repository(out_dir):
         raise InputError(f"{out_dir} is inside the repository: write readers into a cache folder")
+    check_reader_out(out_dir, "out_dir")
     examples = load_examples(data) if isinstance(data, (str, Path)) else list(data)
     split = split_articles(examples, heldout_articles=settings.heldout_articles,
                            calibration_articles=settings.calibration_articles, train_articles=settings.train_articles,
@@ -700,6 +702,19 @@ def train_reader(data: Path | Sequence[SquadExample], out_dir: Path, settings: T
     result.finished = True
     result.null_threshold, result.heldout, result.calibration = threshold, heldout, calibration
     return result
+
+
+def check_reader_out(out_dir: Path, flag: str = "--out") -> None:
+    """Before training: ``out_dir`` can become a reader folder. A file there, or a place that takes no folder
+    (read-only, not there to be made), was found only at the write, after the training, as a bug in mlpsych."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{flag} {out_dir} is a file: a reader is a folder; give the name of a new folder")
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        os.rmdir(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.write-check-"))
+    except OSError as error:
+        raise InputError(f"{flag} {out_dir}: cannot write a folder in {out_dir.parent} ({error.strerror or error}): "
+                         f"give {flag} in a folder you can write to") from None
 
 
 def save_reader(out_dir: Path, model, tokenizer, settings: TrainSettings, meta: dict) -> None:

@@ -463,3 +463,19 @@ def test_a_reader_folder_written_into_a_shared_folder_is_readable_by_the_colleag
         os.umask(umask)
     assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in (tmp_path / "mine").iterdir()} == {
         f.name: 0o664 for f in (tmp_path / "mine").iterdir()}
+
+
+def test_an_out_dir_that_is_a_file_is_said_before_training(squad_file, tiny_bert, tmp_path, capsys):
+    """A file named as the reader folder was found at the write after the training ("this is a bug in
+    mlpsych"); so was a file named as the tiny models' folder."""
+    from mlpsych.cli import main
+
+    (tmp_path / "reader").write_text("notes")
+    assert main(["dev", "train-reader", str(squad_file), str(tmp_path / "reader"), "--base-model", str(tiny_bert),
+                 "--checkpoint-root", str(tmp_path / "ckpt"), "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == (f"mlpsych: error: out_dir {tmp_path / 'reader'} is a file: a reader is "
+                                               "a folder; give the name of a new folder")
+    assert not (tmp_path / "ckpt").exists()  # nothing was trained
+    assert main(["dev", "tiny-models", str(tmp_path / "reader")]) == 2
+    assert capsys.readouterr().err.strip() == (f"mlpsych: error: {tmp_path / 'reader'} is a file: give the name of a "
+                                               "folder for the tiny models")
