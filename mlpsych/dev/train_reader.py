@@ -100,11 +100,21 @@ class SquadFile:
 
 
 def load_examples(path: Path) -> list[SquadExample]:
-    """Records from a data file (SQuAD JSON; other formats plug in here)."""
+    """Records from a data file (SQuAD JSON; other formats plug in here). A file that is not SQuAD JSON (gold
+    answers given as training data or as `adapt --replay`, say) is one line, not a KeyError as a bug."""
     path = Path(path)
     if path.suffix.lower() != ".json":
         raise InputError(f"{path}: expected SQuAD-format JSON (.json)")
-    return list(SquadFile(path).examples())
+    try:
+        return list(SquadFile(path).examples())
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text; expected SQuAD-format JSON") from None
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from None
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        what = f"no {error.args[0]!r} field" if isinstance(error, KeyError) else str(error)
+        raise InputError(f"{path}: not SQuAD-format JSON ({what}; expected {{\"data\": [{{\"paragraphs\": "
+                         "[{\"context\": ..., \"qas\": [...]}]}]})") from None
 
 
 @dataclass

@@ -479,3 +479,21 @@ def test_an_out_dir_that_is_a_file_is_said_before_training(squad_file, tiny_bert
     assert main(["dev", "tiny-models", str(tmp_path / "reader")]) == 2
     assert capsys.readouterr().err.strip() == (f"mlpsych: error: {tmp_path / 'reader'} is a file: give the name of a "
                                                "folder for the tiny models")
+
+
+@pytest.mark.parametrize("content, said", [
+    ('{"q1": {"paper": ["SVM"]}}', "not SQuAD-format JSON (no 'data' field; expected"),  # gold answers, say
+    ('{"data": [{"title": "t", "paragraphs": [{"context": "c"}]}]}', "not SQuAD-format JSON (no 'qas' field"),
+    ('{"data": {"a": 1}}', "not SQuAD-format JSON ('str' object has no attribute 'get'"),
+    ("[1, 2", "not valid JSON (line 1: Expecting"),
+])
+def test_a_file_that_is_not_squad_json_is_one_line(tmp_path, capsys, content, said):
+    """`dev train-reader` (and `adapt --replay`, which reads its file the same way) with a JSON file of another
+    kind ended in "KeyError: 'data'" and "this is a bug in mlpsych"."""
+    from mlpsych.cli import main
+
+    data = tmp_path / "data.json"
+    data.write_text(content, encoding="utf-8")
+    assert main(["dev", "train-reader", str(data), str(tmp_path / "reader"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"mlpsych: error: {data}: {said}") and "\n" not in err
