@@ -90,9 +90,12 @@ class AppInputError(UserError, ValueError):
 
 
 def bug_report(what_ran: str, how_to_see: str) -> str:
-    """What a front end says under a failure that is not a user's mistake: a bug, and how to report it."""
-    return (f"this is a bug in mlpsych, not a mistake in what you asked: please report it to the mlpsych maintainers "
-            f"with {what_ran} and the traceback ({how_to_see} to see it)")
+    """What a front end says under a failure that is not a user's mistake: a bug, and how to report it (the
+    version with it: a report without one cannot be told from a fault fixed since)."""
+    from mlpsych import __version__
+
+    return (f"this is a bug in mlpsych {__version__}, not a mistake in what you asked: please report it to the "
+            f"mlpsych maintainers with {what_ran} and the traceback ({how_to_see} to see it)")
 
 
 def one_line(error: BaseException) -> str:

@@ -15,6 +15,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from mlpsych import __version__
 from mlpsych.errors import UserError, bug_report, one_line
 
 # Sub-command modules in the order data flows; each defines add_parser(subparsers) which sets func=run.
@@ -54,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="mlpsych", description="Zero-shot extraction of coded answers from papers.")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="debug logging, with transformers' own progress bars and messages")
+    parser.add_argument("--version", action="version", version=f"mlpsych {__version__}",
+                        help="the version, to report a problem with (each run's sheet records it too)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         module = importlib.import_module(f"mlpsych.cli.{name}_cmd")
