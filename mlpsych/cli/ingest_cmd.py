@@ -88,5 +88,8 @@ def run(args: argparse.Namespace) -> int:
     documents = ingest_from_args(args, inputs[0] if len(inputs) == 1 else inputs, output=out)
     write_jsonl(documents, out)
     bad = [d for d in documents if not d.ok]  # each already logged as a warning with its status
-    print(f"wrote {len(documents)} document(s) to {out}" + (f"; {len(bad)} could not be read" if bad else ""))
+    noted = [d for d in documents if d.ok and d.notes]  # logged too (pages without text): answers may miss them
+    print(f"wrote {len(documents)} document(s) to {out}" + (f"; {len(bad)} could not be read" if bad else "")
+          + (f"; {len(noted)} read with notes (pages without text, ...: said above, and in each one's meta)"
+             if noted else ""))
     return 0 if len(bad) < len(documents) else 1

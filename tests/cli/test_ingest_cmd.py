@@ -52,3 +52,17 @@ def test_ingest_of_its_own_output_named_as_input_still_reads_it(papers, tmp_path
     before = out.read_text(encoding="utf-8")
     assert main(["ingest", str(out), "--out", str(out), "--quiet"]) == 0
     assert out.read_text(encoding="utf-8") == before
+
+
+def test_papers_read_with_notes_are_counted_in_the_last_line(papers, tmp_path, capsys) -> None:
+    """The note that a PDF had pages without text went into the JSONL's meta alone: the last line said all was
+    written as if every page had been read."""
+    from mlpsych.dev.synth import pdf_with_a_page_without_text
+
+    pdf_with_a_page_without_text(papers / "scanned-table.pdf")
+    out = tmp_path / "texts.jsonl"
+    assert main(["ingest", str(papers), "--out", str(out), "--quiet"]) == 0
+    assert capsys.readouterr().out.strip().endswith("; 1 read with notes (pages without text, ...: said above, and in "
+                                                    "each one's meta)")
+    records = {r["id"]: r for r in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
+    assert records["scanned-table"]["meta"]["warnings"] == ["pages without text (images? OCR them to include them): 2"]
