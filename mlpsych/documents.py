@@ -24,9 +24,9 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of each sentence of ``text`` (without the spaces between sentences): the units retrieval
     ranks and ``adapt`` cuts passages from.
 
-    These still end after an abbreviation, unlike the evidence: not ending there was measured for these two uses
-    (benchmarks/README.md, adapt) and fell past the rule fixed before it on one question, so they stay as the
-    figures that rest on them were measured.
+    These still end after an abbreviation and run on past a heading's line, unlike the evidence: not ending after
+    an abbreviation was measured for these two uses (benchmarks/README.md, adapt) and fell past the rule fixed
+    before it on one question, so they stay as the figures that rest on them were measured.
     """
     spans, start = [], 0
     for match in _SENTENCE_END.finditer(text):
@@ -36,14 +36,31 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b in spans if b > a]
 
 
+# A line break before a capital or a digit, and the words a line that goes on in the next does not end with: a
+# heading ("Statement of Relevance", "2 Related work") or a table's cell ends its line without a period, and the
+# evidence after it does not open with it. Fixed from what a heading is, not learnt from any papers.
+_LINE_BREAK = re.compile(r"\n(?=[A-Z0-9(\"'])")
+_HEADING_WORDS = 10
+_GOES_ON = frozenset("a an the and or but nor of in on at to for from by with as than that into onto over under "
+                     "between via".split())
+
+
+def _after_heading(text: str, newline: int) -> bool:
+    """Whether the line that ends at ``newline`` is a heading or a cell: a few words, no final punctuation, and not
+    a line that goes on ("... ASSOCIATION FOR" before "PSYCHOLOGICAL SCIENCE")."""
+    line = text[text.rfind("\n", 0, newline) + 1 : newline].split()
+    return (0 < len(line) <= _HEADING_WORDS and line[-1][-1] not in ".!?:;,-–" and line[-1].lower() not in _GOES_ON)
+
+
 @functools.lru_cache(maxsize=64)
 def _sentence_bounds(text: str) -> tuple[int, ...]:
-    """Where the evidence sentences of ``text`` start (not after a scholarly abbreviation), with 0 and its end: found
-    once per text, not once per answer (every answer's evidence asks; scanning the paper each time was a fifth of a
-    GPU run's time)."""
-    ends = (m.end() for m in _SENTENCE_END.finditer(text)
-            if not _ABBREVIATION.search(text, max(0, m.start() - 12), m.start()))
-    return (0, *ends, len(text))
+    """Where the evidence sentences of ``text`` start (not after a scholarly abbreviation; after a heading's line),
+    with 0 and its end: found once per text, not once per answer (every answer's evidence asks; scanning the paper
+    each time was a fifth of a GPU run's time)."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)
+            if not _ABBREVIATION.search(text, max(0, m.start() - 12), m.start())]
+    headings = [m.end() for m in _LINE_BREAK.finditer(text) if _after_heading(text, m.start())]
+    return (0, *sorted({*ends, *headings}), len(text))
 
 
 @dataclass

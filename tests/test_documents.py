@@ -71,6 +71,31 @@ def test_scholarly_abbreviations_do_not_end_the_evidence_sentence():
             assert doc.sentence_around(start, start + len(word.group())) == sentence
 
 
+def test_a_heading_on_its_line_is_not_part_of_the_evidence_after_it():
+    """"2.4 Models We used two models." and "Statement of Relevance This research ..." were the evidence a coder
+    read: the heading's line ran into the sentence after it. A line that goes on in the next (a title broken after
+    "and", a sentence broken before a name) and a heading ending in a colon still join."""
+    units = ["2.4 Models", "We used two models.",  # the heading's own words, then the sentence after it
+             "Statement of Relevance", "This research is likely to be of interest to all researchers.",
+             "Very large-scale Evolutionary and Selective Pressure Analyses",
+             "The forests were trained by the team of Oslo University Hospital for all of us in the group of Smith "
+             "and Jones at the Department of Psychology.",
+             "Participants: Nurses of three wards took part."]
+    text = "\n".join(units[:4]) + "\nVery large-scale Evolutionary and\nSelective Pressure Analyses\n" + \
+        units[5].replace(" Oslo", "\nOslo") + "\n" + units[6].replace(": ", ":\n")
+    doc = Document(id="p", text=text)
+    for unit in units:
+        for word in re.finditer(r"[A-Za-z]{4,}", unit):
+            at = _find(text, unit, word)
+            assert doc.sentence_around(at, at + len(word.group())) == unit, (unit, word.group())
+
+
+def _find(text: str, unit: str, word: re.Match) -> int:
+    """Where ``word`` of ``unit`` is in ``text``, whose line breaks stand for some of ``unit``'s spaces."""
+    loose = re.escape(unit).replace("\\ ", "\\s")
+    return re.search(loose, text).start() + word.start()
+
+
 def test_notes_are_what_ingest_noted_of_a_text_it_read():
     """A texts JSONL edited by hand may hold one note as a string: it is one note, not one note per letter."""
     assert Document(id="a", text="t").notes == []

@@ -65,6 +65,27 @@ def test_run_then_rerun_reads_nothing(tiny_questions, tmp_path):
 
 
 @pytest.mark.slow
+def test_spans_from_the_cache_get_the_evidence_of_this_version(tiny_questions, tmp_path):
+    """Spans are cached with their evidence: after an upgrade that cut the evidence sentence another way (not after
+    "et al.", not with a heading), a rerun from the cache showed the old evidence and a fresh run the new."""
+    import json
+    import sqlite3
+
+    qs = load_question_set(tiny_questions).select(["q1"])
+    fresh = Pipeline(qs, settings(), ResultCache(tmp_path / "cache"), progress=False).run(docs())
+    with sqlite3.connect(tmp_path / "cache" / "results.sqlite") as db:  # as an older version cut it
+        rows = db.execute("SELECT key, value FROM results WHERE stage = 'read'").fetchall()
+        assert rows
+        for key, value in rows:
+            spans = [{**span, "evidence": "the old evidence"} for span in json.loads(value)]
+            db.execute("UPDATE results SET value = ? WHERE key = ?", (json.dumps(spans), key))
+    rerun = Pipeline(qs, settings(), ResultCache(tmp_path / "cache"), progress=False)
+    again = rerun.run(docs())
+    assert rerun.windows_read == 0
+    assert [a.to_dict() for a in again.answers] == [a.to_dict() for a in fresh.answers]
+
+
+@pytest.mark.slow
 def test_changed_setting_recomputes_only_what_it_touches(tiny_questions, tmp_path):
     qs = load_question_set(tiny_questions).select(["q1", "q2"])
     cache = tmp_path / "cache"

@@ -61,11 +61,14 @@ def windows_to_read(reader: Reader, doc: Document, query: Query) -> int:
 
 
 def relabel(span: Span, doc: Document, unit: Unit) -> Span:
-    """Cached spans are keyed by content, not by names: give them this run's paper and question ids."""
+    """Cached spans are keyed by content, not by names: give them this run's paper and question ids, and the
+    evidence as this version cuts it (a cache made before a change to the evidence sentence kept the old one, so a
+    rerun's sheet differed from a fresh run's)."""
     span.doc_id = doc.id
     span.question_id = unit.question.id
     span.bridge_entity = unit.query.bridge_entity
     span.page = doc.page_at(span.start)
+    span.evidence = doc.sentence_around(span.start, span.end)
     return span
 
 
