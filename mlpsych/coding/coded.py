@@ -86,11 +86,31 @@ def _loose(needle: str) -> str:
     return "".join(pattern)
 
 
+def _respaced(needle: str) -> str:
+    """``needle`` as a regex for the same characters with white space added or taken out beside punctuation, never
+    inside or between words ("AUC of.71" for the paper's "AUC of .71", "[.37,.54]" for "[.37, .54]"). Sheets of
+    mlpsych before 2026-11-25 hold such answers: its cleaning took those spaces out of reported statistics, and
+    today's keeps them as printed, so a coded answer copied from the old text was "not in the paper" for `adapt`."""
+    pieces: list[str] = []
+    previous, spaced = "", False
+    for char in needle:
+        if char.isspace():
+            spaced = True
+            continue
+        if previous:
+            in_words = previous.isalnum() and char.isalnum()
+            pieces.append((r"\s+" if spaced else "") if in_words else r"\s*")
+        pieces.append(re.escape(char))
+        previous, spaced = char, False
+    return "".join(pieces)
+
+
 def locate(needle: str, text: str, near: int | None = None) -> tuple[int, int] | None:
     """Char range of ``needle`` in ``text``: an exact occurrence, else one differing only in case, spacing, the form
     of quotes and hyphens and line-end hyphens (``_loose``), else the same with the characters ingest's unicode step
     changes in a paper's text changed alike (a copy from the PDF keeps its "ﬁ" ligatures and soft hyphens), else the
-    same without quotes the coder put around it, else the same without letters' accents ("Naive" for "Naïve"); the
+    same without quotes the coder put around it, else the same without letters' accents ("Naive" for "Naïve"), else
+    the same with white space added or taken out beside punctuation (``_respaced``: an older mlpsych's text); the
     one nearest to ``near`` when it occurs several times. None when it is not in the text."""
     from mlpsych.ingest.clean import normalize_unicode
 
@@ -107,6 +127,8 @@ def locate(needle: str, text: str, near: int | None = None) -> tuple[int, int] |
     if not found and not (needle.isascii() and text.isascii()):  # "Naive Bayes" typed for the paper's "Naïve"
         plain = fold_accents(text)
         found = [(m.start(), m.end()) for m in re.finditer(_loose(fold_accents(needle)), plain, flags=re.IGNORECASE)]
+    if not found:
+        found = [(m.start(), m.end()) for m in re.finditer(_respaced(needle), text, flags=re.IGNORECASE)]
     if not found:
         return None
     return min(found, key=lambda span: abs(span[0] - near)) if near is not None else found[0]

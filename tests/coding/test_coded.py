@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mlpsych.coding.coded import coding_from_gold, coding_from_sheets, locate
+from mlpsych.documents import Document
 from mlpsych.errors import EvalInputError
 
 from .conftest import PAPER_A, PAPER_B, answer_row, write_sheet
@@ -147,3 +148,23 @@ def test_a_coders_answer_typed_without_an_accent_is_found_where_the_paper_has_it
     start, end = locate("naive bayes", text)
     assert text[start:end] == "Naïve Bayes"
     assert locate("Naïve Bayes", "We used naive Bayes.") == (8, 19)
+
+
+def test_an_answer_from_an_older_mlpsychs_text_without_the_spaces_of_its_statistics_is_found(tmp_path: Path):
+    """mlpsych before 2026-11-25 took the spaces out of reported statistics ("AUC of.71"); its sheets hold answers
+    copied from that text. Coded with that version and given to today's `mlpsych adapt`, whose text keeps the
+    statistics as printed, each such answer marked correct was skipped as "not in the paper" (seen on a 967c256
+    sheet of examples/papers: 4 of 95 coded answers)."""
+    text = "Self-reports gave an AUC of .71 (SD across folds = .02), r = .46 (95% CI [.37, .54]). The therapist left."
+    assert text[slice(*locate("gave an AUC of.71", text))] == "gave an AUC of .71"
+    assert text[slice(*locate("71 (SD across folds =.02", text))] == "71 (SD across folds = .02"
+    assert text[slice(*locate("95% CI [.37,.54]", text))] == "95% CI [.37, .54]"
+    assert locate("the rapist", text) is None  # spaces inside or between words still count
+    assert locate("AUC of.72", text) is None
+    documents = {"A": Document("A", text)}
+    old = write_sheet(tmp_path / "old.xlsx", [
+        ["A", "A.txt", "q3", "?", "95% CI [.37,.54]", "extractive", "m", False, True, 0.5, 60, 76, 1, "", None,
+         "yes", None, None]])
+    coding = coding_from_sheets([old], documents)
+    assert not coding.skipped
+    assert [(s.text, s.how, s.correct) for s in coding.spans] == [("95% CI [.37, .54]", "accepted", True)]
