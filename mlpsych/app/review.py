@@ -22,6 +22,7 @@ from typing import Any
 from mlpsych.coding.coded import CODER_STAGE, locate
 from mlpsych.documents import Document
 from mlpsych.errors import AppInputError, UserError
+from mlpsych.evaluation.sheets import is_csv
 from mlpsych.export import mark_choices, source_files
 
 SHEET = "answers"
@@ -73,6 +74,10 @@ class ReviewSheet:
         self.columns = coder_columns(coder)
         if not self.path.is_file():
             raise AppInputError(f"{self.path}: no such spreadsheet")
+        if is_csv(self.path):  # openpyxl's own words asked to "check you can open it with Excel first"
+            raise AppInputError(f"{self.path}: a review continues in a workbook, not a CSV: open it in Excel or "
+                                "LibreOffice, name its sheet 'answers' and save it as .xlsx (its coding goes with "
+                                "it), then give that file (`mlpsych agree`, `calibrate` and `adapt` read the CSV)")
         try:
             self.book = load_workbook(self.path)
         except Exception as error:  # openpyxl raises several types for a file that is not a workbook

@@ -388,3 +388,34 @@ def test_a_sheet_that_cannot_be_written_is_said_and_the_coding_kept(tmp_path: Pa
     assert marks == {"students": False, "caret": True, "random forests": None}
     with pytest.raises(AppInputError, match="cannot be written"):
         start_review(sheet / "review.xlsx", kept)  # a folder that cannot be made: said, not a traceback
+
+
+def test_a_coded_csv_is_refused_in_one_line_that_says_how_to_continue(tmp_path: Path, sheet_path: Path, documents):
+    """`mlpsych run --out results.csv` writes a coding form too (older versions' CSVs were coded by adding the
+    columns); given to "Continue a review", the page said openpyxl's "check you can open it with Excel first". The
+    way it names (the sheet named answers, saved as .xlsx) opens, with the CSV's coding."""
+    import csv
+
+    from openpyxl import Workbook
+
+    from mlpsych.evaluation.evaluate import read_sheet
+
+    rows = read_sheet(sheet_path, "answers")
+    header = [name for name in rows[0] if name != "_row"]
+    rows[0]["correct"] = "yes"
+    coded = tmp_path / "coded.csv"
+    with coded.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=header, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    with pytest.raises(AppInputError) as refused:
+        ReviewSheet(coded, documents)
+    assert "\n" not in str(refused.value) and "name its sheet 'answers' and save it as .xlsx" in str(refused.value)
+    book = Workbook()  # what Excel saves, the sheet renamed as said
+    book.active.title = "answers"
+    with coded.open(encoding="utf-8", newline="") as f:
+        for cells in csv.reader(f):
+            book.active.append(cells)
+    book.save(tmp_path / "coded.xlsx")
+    sheet = ReviewSheet(tmp_path / "coded.xlsx", documents)
+    assert [item.correct for item in sheet.items("A") if item.answer == rows[0]["answer"]] == [True]
