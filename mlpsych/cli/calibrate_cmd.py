@@ -87,9 +87,11 @@ def _sheet_rows(sheet: Path, texts: dict[str, str]) -> list[dict]:
     refuses it: fitted anyway, every answer would look absent from its paper. Unreadable marks are named."""
     from mlpsych.coding.coded import check_papers, row_papers
     from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.evaluation.sheets import check_coded
     from mlpsych.marks import warn_unreadable
 
     rows = read_sheet(sheet, "answers")
+    check_coded(rows, sheet)
     check_papers(row_papers(rows), texts, str(sheet))
     warn_unreadable(rows, ["correct"], sheet)
     return rows

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from mlpsych.answers import AnswerStage
 from mlpsych.documents import Document
-from mlpsych.errors import EvalInputError, PapersNotInTexts
+from mlpsych.errors import PapersNotInTexts
 from mlpsych.marks import UNREADABLE_HINT, verdict
 from mlpsych.normalize.grounding import ALIKE, alike_pattern, fold_accents
 
@@ -171,14 +171,14 @@ def coding_from_sheets(paths: Sequence[str | Path], documents: dict[str, Documen
     """Labelled spans from coded results sheets (the rules of the module docstring); several sheets add up,
     and a span two coders marked differently is left out (reported in ``skipped``)."""
     from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.evaluation.sheets import check_coded
 
     coding = Coding()
     marks: dict[tuple[str, str, int, int, str | None], CodedSpan] = {}
     disputed: set[tuple[str, str, int, int, str | None]] = set()
     for path in paths:
         rows = read_sheet(path, "answers")
-        if rows and "correct" not in rows[0]:
-            raise EvalInputError(f"{path}: sheet 'answers' has no 'correct' column (is it a results sheet?)")
+        check_coded(rows, path)
         check_papers(row_papers(rows), documents, str(path))
         for row in rows:
             for span in _row_spans(row, documents, coding, Path(path).name):

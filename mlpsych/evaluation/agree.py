@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 from mlpsych.answers import AnswerStage
 from mlpsych.evaluation.evaluate import EvalInputError, parse_models, read_sheet, row_groups
+from mlpsych.evaluation.sheets import check_coded
 from mlpsych.marks import verdict, warn_unreadable
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ def read_codings(path: str | Path) -> tuple[list[Coding], list[str]]:
     rows = read_sheet(path, "answers")
     coders = coder_columns(rows)
     if not coders:
+        check_coded(rows, path)
         raise EvalInputError(f"{path}: sheet 'answers' has no 'correct' column to read codes from")
     found = [r for r in rows if str(r.get("stage") or "").strip().lower() != AnswerStage.CODER.value]
     if len(found) < len(rows):

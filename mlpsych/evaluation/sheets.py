@@ -31,6 +31,16 @@ def check_sheet_file(path: Path, flag: str) -> None:
         raise EvalInputError(f"{flag} {path}: expected the results sheet of `mlpsych run` (.xlsx, or its .csv)")
 
 
+def check_coded(rows: list[dict[str, Any]], path: str | Path) -> None:
+    """Refuse an answers sheet without a ``correct`` column in one line saying what to add: a CSV of mlpsych before
+    2026-11-28 was written without the coder columns (a lab codes it by adding them), and `adapt` asked "is it a
+    results sheet?" of it, `calibrate` to "code more answers first"."""
+    if rows and "correct" not in rows[0]:
+        raise EvalInputError(f"{path}: sheet 'answers' has no 'correct' column: mark each answer in a column named "
+                             "correct (and corrections in corrected_answer); a CSV of mlpsych before 2026-11-28 was "
+                             "written without these columns: add them")
+
+
 def is_csv(path: str | Path | bytes) -> bool:
     return not isinstance(path, bytes) and Path(path).suffix.lower() in CSV_SUFFIXES
 

@@ -104,3 +104,28 @@ def test_only_a_workbook_or_a_csv_is_taken_for_a_coded_sheet(tmp_path):
         check_sheet_file(tmp_path / name, "--coded")
     with pytest.raises(EvalInputError, match=r"--coded .*coded\.ods: expected the results sheet"):
         check_sheet_file(tmp_path / "coded.ods", "--coded")
+
+
+def test_an_older_versions_csv_without_coder_columns_says_to_add_them(tmp_path):
+    """A CSV of mlpsych before 2026-11-28 has no coder columns; given uncoded, `adapt` asked "is it a results
+    sheet?" (it is one), `calibrate` to "code more answers first" and `agree` found no column "to read codes from".
+    Each now says, in one line, which columns to add."""
+    from mlpsych.cli.calibrate_cmd import _sheet_rows
+    from mlpsych.coding.coded import coding_from_sheets
+    from mlpsych.documents import Document
+    from mlpsych.evaluation.agree import read_codings
+    from mlpsych.export import ANSWER_COLUMNS
+
+    old = tmp_path / "results.csv"  # as `mlpsych run --out results.csv` wrote it then
+    with old.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=ANSWER_COLUMNS, restval="")
+        writer.writeheader()
+        writer.writerow({"paper_id": "p1", "question_id": "q1", "answer": "random forests", "stage": "extractive",
+                         "models": "m", "final": True, "score": 0.5, "start": 8, "end": 22})
+    text = "We used random forests."
+    for read in (lambda: read_codings(old), lambda: _sheet_rows(old, {"p1": text}),
+                 lambda: coding_from_sheets([old], {"p1": Document("p1", text)})):
+        with pytest.raises(EvalInputError) as refused:
+            read()
+        message = str(refused.value)
+        assert "\n" not in message and "a column named correct" in message and "add them" in message
