@@ -92,9 +92,9 @@ class AppInputError(UserError, ValueError):
 def bug_report(what_ran: str, how_to_see: str) -> str:
     """What a front end says under a failure that is not a user's mistake: a bug, and how to report it (the
     version with it: a report without one cannot be told from a fault fixed since)."""
-    from mlpsych import __version__
+    from mlpsych.provenance import version
 
-    return (f"this is a bug in mlpsych {__version__}, not a mistake in what you asked: please report it to the "
+    return (f"this is a bug in mlpsych {version()}, not a mistake in what you asked: please report it to the "
             f"mlpsych maintainers with {what_ran} and the traceback ({how_to_see} to see it)")
 
 

@@ -428,6 +428,9 @@ def test_the_run_sheet_names_each_models_revision_the_llms_dtype_and_the_tokeniz
     import tokenizers
 
     assert rows["tokenizers"] == tokenizers.__version__  # offsets come from it: the version a rerun needs
+    from mlpsych.provenance import version
+
+    assert rows["mlpsych"] == version()  # with the commit where it runs from a checkout
     quiet = Pipeline(QuestionSet(questions=[question]), RunSettings(llm=LLMSettings(enabled=False)),
                      ResultCache(tmp_path / "c"), progress=False).run([])
     assert quiet.info.llm_dtype is None and "llm_dtype" not in dict(run_rows(quiet))

@@ -15,8 +15,8 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from mlpsych import __version__
 from mlpsych.errors import UserError, bug_report, one_line
+from mlpsych.provenance import version
 
 # Sub-command modules in the order data flows; each defines add_parser(subparsers) which sets func=run.
 COMMANDS = ("ingest", "run", "eval", "agree", "calibrate", "adapt", "app", "dev")
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="mlpsych", description="Zero-shot extraction of coded answers from papers.")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="debug logging, with transformers' own progress bars and messages")
-    parser.add_argument("--version", action="version", version=f"mlpsych {__version__}",
+    parser.add_argument("--version", action="version", version=f"mlpsych {version()}",
                         help="the version, to report a problem with (each run's sheet records it too)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:

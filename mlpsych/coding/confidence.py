@@ -28,9 +28,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from mlpsych.answers import AnswerStage
-from mlpsych.files import write_whole
 from mlpsych.errors import UserError
 from mlpsych.evaluation.metrics import token_f1
+from mlpsych.files import write_whole
+from mlpsych.provenance import version
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +266,7 @@ def fit(x: np.ndarray, y: Sequence[bool], fitted_on: dict, l2: float | None = No
     mean, scale = _moments(x)
     w = _newton(_standardized(x, mean, scale), y, l2)
     return Calibrator([float(v) for v in w[:-1]], float(w[-1]), [float(v) for v in mean], [float(v) for v in scale],
-                      {**fitted_on, "answers": int(len(y)), "correct": int(y.sum()), "l2": l2})
+                      {**fitted_on, "answers": int(len(y)), "correct": int(y.sum()), "l2": l2, "mlpsych": version()})
 
 
 def scored_from_answer(answer) -> Scored:

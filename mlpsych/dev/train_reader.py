@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mlpsych.errors import InputError
 from mlpsych.evaluation.metrics import exact_match, token_f1
+from mlpsych.provenance import version
 
 log = logging.getLogger(__name__)
 
@@ -737,8 +738,8 @@ def save_reader(out_dir: Path, model, tokenizer, settings: TrainSettings, meta: 
     readable_as_new(out_dir.glob("*.safetensors"))  # a reader folder is shared: colleagues load it too
     tokenizer.model_max_length = settings.max_length
     tokenizer.save_pretrained(out_dir)
-    meta = {"settings": settings.model_dump(mode="json"), "trained_on": str(model.device), **meta,
-            "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    meta = {"settings": settings.model_dump(mode="json"), "trained_on": str(model.device), "mlpsych": version(),
+            **meta, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     (out_dir / META_FILE).write_text(json.dumps(meta, indent=1), encoding="utf-8")
 
 

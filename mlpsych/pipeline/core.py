@@ -14,7 +14,6 @@ import platform
 import time
 from dataclasses import replace
 
-from mlpsych import __version__
 from mlpsych.cache import ResultCache, model_fingerprint
 from mlpsych.documents import Document
 from mlpsych.errors import ModelLoadError
@@ -28,6 +27,7 @@ from mlpsych.pipeline.read import ReadStage, SelectStage
 from mlpsych.pipeline.records import Level, LevelSize, is_follow_up
 from mlpsych.pipeline.result import RunInfo, RunResult, isolated
 from mlpsych.progress import ProgressCallback, ProgressEvent
+from mlpsych.provenance import version
 from mlpsych.questions import QuestionSet, QuestionTemplate
 from mlpsych.reading.cost import flops
 from mlpsych.settings import RunSettings
@@ -199,7 +199,7 @@ class Pipeline:
         counters = self.counters
         models = self._run_models()
         return RunInfo(
-            mlpsych=__version__,
+            mlpsych=version(),
             python=platform.python_version(),
             torch=torch.__version__,
             transformers=transformers.__version__,

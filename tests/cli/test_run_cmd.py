@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from openpyxl import load_workbook
 
-import mlpsych
 
 from mlpsych.cli import main
 from mlpsych.coding.adapt import META_FILE
@@ -18,6 +17,7 @@ from mlpsych.coding.confidence import Calibrator
 from mlpsych.coding.crossfit import CALIBRATOR_FILE
 from mlpsych.dev.synth import pdf_with_a_page_without_text
 from mlpsych.ingest import load_documents
+from mlpsych.provenance import version
 
 
 def run_cli(*args) -> int:
@@ -332,14 +332,14 @@ def test_a_bug_is_shown_as_one_and_where_to_report_it(examples_dir, tmp_path, ca
     assert run_cli(examples_dir / "papers", "--out", tmp_path / "r.xlsx") == 1
     err = capsys.readouterr().err
     assert "KeyError" in err and "bug in mlpsych" in err and "report" in err and "Traceback" not in err
-    assert f"mlpsych {mlpsych.__version__}," in err  # the version a report needs
+    assert f"mlpsych {version()}," in err  # the version a report needs
 
 
 def test_the_version_is_printed(capsys):
     """`mlpsych --version` was "the following arguments are required: command"."""
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
-    assert exit_.value.code == 0 and capsys.readouterr().out == f"mlpsych {mlpsych.__version__}\n"
+    assert exit_.value.code == 0 and capsys.readouterr().out == f"mlpsych {version()}\n"
 
 
 def test_what_a_folder_skips_is_said_once(examples_dir, tiny_questions, tmp_path, caplog):

@@ -14,6 +14,7 @@ from mlpsych.documents import Document
 from mlpsych.pipeline.confidence import ConfidenceStage
 from mlpsych.pipeline.context import ModelPool, RunCounters, StageContext
 from mlpsych.pipeline.records import Level
+from mlpsych.provenance import version
 from mlpsych.pipeline.result import RunResult
 from mlpsych.questions import QuestionSet, QuestionTemplate
 from mlpsych.settings import RunSettings
@@ -73,7 +74,7 @@ def test_fit_learns_the_direction_and_round_trips_as_json(tmp_path):
     calibrator = cf.fit(x, y, {"description": "synthetic"})
     assert calibrator.weights[0] > 1.0 and all(abs(w) < 0.5 for w in calibrator.weights[1:])
     assert calibrator.fitted_on == {"description": "synthetic", "answers": 400, "correct": int(y.sum()),
-                                    "l2": cf.L2_UNGROUPED}
+                                    "l2": cf.L2_UNGROUPED, "mlpsych": version()}
     path = tmp_path / "c.json"
     calibrator.save(path)
     assert json.loads(path.read_text())["features"] == list(cf.FEATURES)  # JSON, nothing pickled
