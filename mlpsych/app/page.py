@@ -516,7 +516,7 @@ def review_section() -> None:
 
 def review_pane(sheet) -> None:
     rid = state.review_id
-    counts = {p: sheet.coded_count(p) for p in sheet.papers()}
+    counts = sheet.coded_counts()
     paper = st.selectbox("Paper", list(counts), key=f"review_paper:{rid}",
                          format_func=lambda p: f"{p} ({counts[p][0]} of {counts[p][1]} coded)")
     if paper is not None:

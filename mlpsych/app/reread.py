@@ -69,7 +69,7 @@ def plan_reread(review: ReviewSheet, reader: str, papers: str, *, questions: str
     run = ["run", papers, "--questions", questions, "--adapted", str(reader_dir), "--out", str(results)]
     if not normalize:
         run.append("--no-normalize")
-    uncoded = [p for p in review.papers() if review.coded_count(p)[0] == 0]
+    uncoded = [p for p, (coded, _) in review.coded_counts().items() if coded == 0]
     return RereadPlan(adapt, run, reader_dir, results, Path(f"{stem}-reread.log"), uncoded)
 
 

@@ -96,27 +96,38 @@ class ReviewSheet:
                 self.sheet.cell(row=1, column=len(self.header), value=column)
                 if column == self.columns[0]:
                     mark_choices(self.sheet, len(self.header))
-        strangers = sorted({str(v) for v in self._column("paper_id") if v} - set(documents))
+        self._index = {name: i + 1 for i, name in enumerate(self.header)}
+        self._rows = self._rows_by_paper()
+        strangers = sorted(set(self._rows) - set(documents))
         if strangers and documents:
             raise AppInputError(f"{len(strangers)} paper(s) of the sheet are not among the papers given: "
                                 f"{', '.join(strangers[:10])} (give the papers this sheet was made from)")
 
     # -- reading -----------------------------------------------------------------------------------------------
-    def _column(self, name: str) -> list[Any]:
-        index = self.header.index(name) + 1
-        return [self.sheet.cell(row=r, column=index).value for r in range(2, self.sheet.max_row + 1)]
+    def _rows_by_paper(self) -> dict[str, list[int]]:
+        """Each paper's rows, in sheet order, from one pass over the sheet: the page asked every paper for its
+        rows on every redraw, each a pass over the whole sheet (papers x rows; a 1,000-paper run's review took
+        minutes a click)."""
+        rows: dict[str, list[int]] = {}
+        column = self._index["paper_id"] - 1
+        for row, values in enumerate(self.sheet.iter_rows(min_row=2, values_only=True), start=2):
+            paper = values[column] if column < len(values) else None
+            if paper:
+                rows.setdefault(str(paper), []).append(row)
+        return rows
 
     def _get(self, row: int, name: str) -> Any:
-        return self.sheet.cell(row=row, column=self.header.index(name) + 1).value if name in self.header else None
+        index = self._index.get(name)
+        return self.sheet.cell(row=row, column=index).value if index else None
 
     def _set(self, row: int, name: str, value: Any) -> None:
-        cell = self.sheet.cell(row=row, column=self.header.index(name) + 1, value=value)
+        cell = self.sheet.cell(row=row, column=self._index[name], value=value)
         if isinstance(value, str):
             cell.data_type = "s"  # a coder's text is data, never a formula
 
     def papers(self) -> list[str]:
         """Papers in sheet order."""
-        return list(dict.fromkeys(str(v) for v in self._column("paper_id") if v))
+        return list(self._rows)
 
     def questions(self) -> dict[str, str]:
         """Question id -> question text, as the sheet has them (a follow-up's own sub-question aside)."""
@@ -133,10 +144,9 @@ class ReviewSheet:
         """The bridge entities (e.g. q1's techniques) that the paper's follow-up rows ask about, in sheet order;
         ``question_id``: of that follow-up only. Empty for a question that is not a follow-up."""
         out: dict[str, None] = {}
-        for row in range(2, self.sheet.max_row + 1):
+        for row in self._rows.get(paper_id, []):
             entity = str(self._get(row, "bridge_entity") or "").strip()
-            if entity and str(self._get(row, "paper_id") or "") == paper_id and \
-                    question_id in (None, str(self._get(row, "question_id") or "")):
+            if entity and question_id in (None, str(self._get(row, "question_id") or "")):
                 out.setdefault(entity)
         return list(out)
 
@@ -146,9 +156,7 @@ class ReviewSheet:
 
         correct, corrected, notes = self.columns
         out = []
-        for row in range(2, self.sheet.max_row + 1):
-            if str(self._get(row, "paper_id") or "") != paper_id:
-                continue
+        for row in self._rows.get(paper_id, []):
             try:
                 mark = parse_code(self._get(row, correct))
             except ValueError:
@@ -168,6 +176,10 @@ class ReviewSheet:
         """(answers coded, answers) of a paper, the coder's added answers not counted."""
         items = [i for i in self.items(paper_id) if i.stage != CODER_STAGE]
         return sum(i.coded for i in items), len(items)
+
+    def coded_counts(self) -> dict[str, tuple[int, int]]:
+        """:meth:`coded_count` of every paper, in sheet order: what the paper menu shows on every redraw."""
+        return {paper: self.coded_count(paper) for paper in self._rows}
 
     # -- changes (each saved at once) ----------------------------------------------------------------------------
     def mark(self, row: int, correct: bool | None) -> None:
@@ -214,6 +226,7 @@ class ReviewSheet:
         for name, value in values.items():
             if name in self.header:
                 self._set(row, name, value)
+        self._rows.setdefault(paper_id, []).append(row)
         self.save()
         return row
 

@@ -419,3 +419,41 @@ def test_a_coded_csv_is_refused_in_one_line_that_says_how_to_continue(tmp_path: 
     book.save(tmp_path / "coded.xlsx")
     sheet = ReviewSheet(tmp_path / "coded.xlsx", documents)
     assert [item.correct for item in sheet.items("A") if item.answer == rows[0]["answer"]] == [True]
+
+def many_papers_sheet(path: Path, n_papers: int) -> tuple[Path, dict[str, Document]]:
+    """A results workbook of ``n_papers`` papers with two answers each (a large study, in small)."""
+    documents = {f"P{i:03d}": Document(f"P{i:03d}", TEXT, source_path=f"/papers/P{i:03d}.txt") for i in range(n_papers)}
+
+    def answer(doc_id: str, text: str, confidence: float) -> Answer:
+        start = TEXT.index(text)
+        return Answer(doc_id, "q1", text, "extractive", ["m"], 0.5, start, start + len(text), None,
+                      TEXT[:40], final=True, confidence=confidence)
+
+    answers = [a for d in documents for a in (answer(d, "random forests", 0.8), answer(d, "students", 0.1))]
+    result = RunResult(list(documents.values()), load_question_set("mlpsych").select(["q1"]), answers)
+    return write_result(result, path), documents
+
+
+def test_the_papers_menu_and_one_papers_answers_read_the_sheet_once_not_once_a_paper(tmp_path: Path):
+    """A redraw of the review (every paper's count for the menu, one paper's answers) reads each row a few times,
+    not once per paper: a 1,000-paper study's sheet took minutes a click when each count was a pass over it all."""
+    path, documents = many_papers_sheet(tmp_path / "big.xlsx", 60)
+    review = ReviewSheet(path, documents)
+    review.mark(review.items("P007")[0].row, True)
+    reads = 0
+    cell = review.sheet.cell
+
+    def counted(*args, **kwargs):
+        nonlocal reads
+        reads += 1
+        return cell(*args, **kwargs)
+
+    review.sheet.cell = counted
+    counts = review.coded_counts()
+    items = review.items("P030")
+    rows = review.sheet.max_row - 1
+    assert reads <= 16 * rows, f"{reads} cells read for a sheet of {rows} rows"
+    assert list(counts) == list(documents) and counts["P007"] == (1, 2) and counts["P030"] == (0, 2)
+    assert [i.answer for i in items] == ["students", "random forests"] and {i.paper_id for i in items} == {"P030"}
+    added = review.add("P030", "q1", "Support vector machines")
+    assert review.coded_counts()["P030"] == (0, 2) and review.items("P030")[-1].row == added
