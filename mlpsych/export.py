@@ -236,6 +236,7 @@ def write_xlsx(result: RunResult, path: Path) -> None:
                 [[o["paper_id"], o["question_id"], o["llm"], o["model"], o["raw_output"]] for o in result.llm_outputs]),
         "run": (["key", "value"], [list(r) for r in run_rows(result)]),
     }
+    check_rows_fit(sheets)
     wb.remove(wb.active)
     widths = {"answer": 40, "evidence": 80, "question": 40, "raw_output": 80, "value": 80, "status": 40,
               "papers": 60, "n_papers": 10, "n_mentions": 12, "paper_id": 28, "source_file": 30, "page": 8,
@@ -268,6 +269,21 @@ def write_xlsx(result: RunResult, path: Path) -> None:
     buffer = io.BytesIO()
     wb.save(buffer)
     path.write_bytes(buffer.getvalue())
+
+
+EXCEL_ROW_LIMIT = 1_048_576  # rows of a sheet, its header one of them: Excel opens no more
+
+
+def check_rows_fit(sheets: dict[str, tuple[list[str], list[list]]]) -> None:
+    """A sheet with more rows than Excel opens is refused before anything is written, naming the sheet and the
+    files that hold every row (a large study's answers): openpyxl wrote past the limit and failed there, so the run
+    ended in a "row numbers must be between 1 and 1048576" error reported as a bug."""
+    over = {name: len(rows) for name, (_, rows) in sheets.items() if len(rows) + 1 > EXCEL_ROW_LIMIT}
+    if over:
+        sheets_over = " and ".join(f"{name} {n + 1:,} rows" for name, n in over.items())
+        raise OutputError(f"as a workbook its sheets would have {sheets_over}, past Excel's {EXCEL_ROW_LIMIT:,} rows a sheet (its header one "
+                          "of them): write .csv (the final answers, with the coder columns) or .jsonl (every answer "
+                          "of every model), which hold every row")
 
 
 def mark_choices(ws, column: int) -> None:
@@ -337,6 +353,8 @@ def write_result(result: RunResult, path: Path) -> Path:
         tmp = temporary_path(path)
         writer(without_unwritable_papers(result), tmp)
         tmp.replace(path)
+    except OutputError as error:  # the writer's refusal, said of the file asked for
+        raise OutputError(f"{path}: {error}") from None
     except OSError as error:  # a full disk, a file held open by a spreadsheet program (Windows), a folder of its name
         raise cannot_write(path, error) from None
     finally:  # a failed or interrupted write leaves no half file (after the rename there is none)

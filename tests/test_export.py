@@ -235,6 +235,32 @@ def test_a_cell_over_excels_limit_is_cut_visibly(tmp_path):
     assert full.startswith(kept) and len(kept) + int(note.split()[0].replace(",", "")) == len(full)
 
 
+def test_a_sheet_past_excels_rows_is_refused_saying_which_file_holds_every_row(tmp_path, monkeypatch):
+    """A study whose answers sheet passes Excel's rows a sheet (1,048,576; here 6, so the test is small): the
+    workbook is refused before anything is written, naming the sheet and the .csv / .jsonl that hold every row, and
+    a file already there is kept; openpyxl wrote past the limit and the run ended in a bug report."""
+    monkeypatch.setattr(export, "EXCEL_ROW_LIMIT", 30, raising=False)
+    docs = [Document(id=f"p{i:02d}", text="We used SPSS and Stata.") for i in range(15)]
+    answers = [_answer(d, "q2", name) for d in docs for name in ("SPSS", "Stata")]
+    result = RunResult(documents=docs, questions=QUESTIONS, answers=answers)
+    out = tmp_path / "r.xlsx"
+    out.write_bytes(b"an earlier run")
+    with pytest.raises(OutputError, match=r"r\.xlsx: as a workbook its sheets would have answers 31 rows, past "
+                                          r"Excel's 30 rows a sheet .*\.csv.*\.jsonl"):
+        write_result(result, out)
+    assert out.read_bytes() == b"an earlier run" and os.listdir(tmp_path) == ["r.xlsx"]
+    with open(write_result(result, tmp_path / "r.csv"), encoding="utf-8") as f:
+        assert len(list(csv.DictReader(f))) == 30
+    write_result(replace_answers(result, answers[:29]), out)  # one answer fewer fits
+    assert load_workbook(out)["answers"].max_row == 30
+
+
+def replace_answers(result: RunResult, answers: list[Answer]) -> RunResult:
+    from dataclasses import replace
+
+    return replace(result, answers=answers)
+
+
 def test_an_answer_written_in_the_singular_in_one_paper_and_plural_in_another_is_one_frequency_row():
     """The LLM named "random forests" in one paper and "Random forest" in another: the frequencies sheet had a row of
     1 paper for each, so the technique's count was split (the LLM's items of one paper are told apart this way)."""

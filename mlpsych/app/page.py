@@ -329,7 +329,7 @@ def run(papers, run_questions, settings, options: dict) -> None:
     state.scroll_to_failure = bool(outcome.error)
     state.downloads = None
     if outcome.result is not None and not outcome.nothing_read:
-        state.downloads = {suffix: results.download_bytes(outcome.result, suffix) for suffix in (".xlsx", ".csv")}
+        state.downloads, state.download_problems = results.downloads(outcome.result)
         # each run's coding goes to a file of its own, not one an earlier session left there
         state.review_path = str(review.fresh_review_path(Path.home() / "mlpsych-reviews"))
 
@@ -440,6 +440,8 @@ def answers_section(result, status) -> None:
     else:
         st.caption("Select a row (the box at its left) to read its whole evidence sentence here.")
     downloads = state.get("downloads") or {}
+    for problem in state.get("download_problems") or []:
+        st.warning(results.plain(problem))
     one, two, three = st.columns(3)
     if ".xlsx" in downloads:
         one.download_button("Download all: XLSX (all sheets, coder columns)", downloads[".xlsx"],

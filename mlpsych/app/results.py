@@ -166,10 +166,30 @@ def download_name(result: RunResult, suffix: str, filtered: bool = False) -> str
     return f"results{'-filtered' if filtered else ''}{demo}{suffix}"
 
 
+def downloads(result: RunResult, suffixes: tuple[str, ...] = (".xlsx", ".csv")) -> tuple[dict[str, bytes], list[str]]:
+    """The run's files for the page's download buttons, and why any is not among them: a workbook past Excel's rows
+    a sheet is refused by the exporter, and the page offers the CSV (it stopped with a traceback)."""
+    from mlpsych.errors import OutputError
+
+    files: dict[str, bytes] = {}
+    problems: list[str] = []
+    for suffix in suffixes:
+        try:
+            files[suffix] = download_bytes(result, suffix)
+        except OutputError as error:
+            problems.append(f"No {suffix.lstrip('.').upper()} download: {error}")
+    return files, problems
+
+
 def download_bytes(result: RunResult, suffix: str) -> bytes:
     """The run written by the project's exporter (same files as ``mlpsych run --out``) as bytes."""
     from mlpsych.export import write_result
 
+    from mlpsych.errors import OutputError
+
     with tempfile.TemporaryDirectory() as tmp:
-        path = write_result(result, Path(tmp) / f"results{suffix}")
-        return path.read_bytes()
+        path = Path(tmp) / f"results{suffix}"
+        try:
+            return write_result(result, path).read_bytes()
+        except OutputError as error:  # said of the download, not of the page's own temporary file
+            raise OutputError(str(error).removeprefix(f"{path}: ")) from None

@@ -182,3 +182,15 @@ def test_paper_text_on_the_page_is_shown_as_read_not_as_markdown():
                                   "page": 3, "evidence": AS_READ[1]})
     shown = html.unescape(re.sub(r"<[^>]+>", "", render.render(card)))
     assert AS_READ[0][-10:] + " (page 3)" in shown and "\n" + AS_READ[1] + "\n" in shown
+
+
+def test_a_run_past_excels_rows_offers_the_csv_and_says_why_there_is_no_workbook(monkeypatch):
+    """The page's downloads of a run whose answers pass Excel's rows a sheet (here 2): the CSV, and a line saying
+    why there is no XLSX (the page stopped with the exporter's error)."""
+    from mlpsych import export
+
+    monkeypatch.setattr(export, "EXCEL_ROW_LIMIT", 2, raising=False)
+    files, problems = results.downloads(_result())
+    assert list(files) == [".csv"] and b"random forests" in files[".csv"]
+    assert len(problems) == 1 and problems[0].startswith("No XLSX download: as a workbook its sheets would have ")
+    assert "results.xlsx" not in problems[0] and ".csv" in problems[0]
