@@ -39,6 +39,21 @@ def test_into_a_file_one_line_per_stage_estimating_until_the_follow_ups_are_coun
     assert "about 0 s left" not in out.getvalue()
 
 
+def test_into_a_file_a_long_stage_adds_a_line_a_minute_with_how_far_it_is():
+    """A large study's stage takes hours: its log said "paper 0 of 5000" and nothing more until the next stage."""
+    now = [0.0]
+    out = io.StringIO()
+    with ProgressLine(ProgressTracker([ProgressEvent("read", Q1, "m", 0, 5000, "paper")]), out,
+                      clock=lambda: now[0]) as line:
+        for done in range(0, 5001, 10):
+            now[0] = done * 0.9  # 0.9 s a paper: 75 minutes in all
+            line.update(ProgressEvent("read", Q1, "m", done, 5000, "paper"))
+    lines = out.getvalue().splitlines()
+    assert 70 <= len(lines) <= 80  # one a minute, not one a paper
+    assert lines[0].startswith("[  0%] answering q1: paper 0 of 5000")
+    assert re.match(r"\[ *\d+%\] answering q1: paper 4\d\d\d of 5000 · about \d+ s left", lines[-1])
+
+
 def test_on_a_terminal_the_line_is_rewritten_and_its_clock_ticks_between_events():
     out = Terminal()
     with ProgressLine(ProgressTracker(PLAN), out, tick=0.02) as line:
