@@ -248,10 +248,7 @@ def write_xlsx(result: RunResult, path: Path) -> None:
         for cell in ws[1]:
             cell.font = Font(bold=True)
         for row in rows:
-            ws.append([_safe(v) for v in row])
-            for cell in ws[ws.max_row]:
-                if isinstance(cell.value, str):  # text from papers and LLMs is data: "=..." must never be a formula
-                    cell.data_type = "s"
+            ws.append(text_cells(ws, [_safe(v) for v in row]))
         ws.freeze_panes = "A2"
         if name == "answers":
             mark_choices(ws, header.index("correct") + 1)
@@ -284,6 +281,22 @@ def check_rows_fit(sheets: dict[str, tuple[list[str], list[list]]]) -> None:
         raise OutputError(f"as a workbook its sheets would have {sheets_over}, past Excel's {EXCEL_ROW_LIMIT:,} rows a sheet (its header one "
                           "of them): write .csv (the final answers, with the coder columns) or .jsonl (every answer "
                           "of every model), which hold every row")
+
+
+def text_cells(ws, values: list) -> list:
+    """A row's cells, text kept as text: text from papers and LLMs is data, "=..." must never be a formula. Made
+    before they are appended: setting them after through ``ws[ws.max_row]`` made openpyxl scan every cell of the
+    sheet once a row (its last row and column are found so), an export quadratic in the answers (a 1,000-paper
+    run's workbook took over ten minutes)."""
+    from openpyxl.cell.cell import Cell
+
+    cells = []
+    for value in values:
+        cell = Cell(ws, value=value)
+        if isinstance(value, str):
+            cell.data_type = "s"
+        cells.append(cell)
+    return cells
 
 
 def mark_choices(ws, column: int) -> None:
