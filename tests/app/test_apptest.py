@@ -664,3 +664,36 @@ def test_ids_a_jsonl_or_question_file_chose_are_shown_as_written_never_fetched(t
     texts = [as_shown(markdown) for markdown in shown]
     assert any(f"reader {PIXEL} (size unknown to download): not on this machine" in t for t in texts), texts
     assert any(f"paper {PIXEL} (x.pdf): corrupt {PIXEL}" in t for t in texts), texts
+
+
+def test_a_filter_on_a_finished_run_writes_no_workbook_until_its_download_is_clicked(monkeypatch):
+    """The filtered workbook was written on every redraw while a filter was set: each click on a 1,000-paper run's
+    page took minutes. It is made when its button is clicked."""
+    from mlpsych import export
+    from mlpsych.answers import Answer
+    from mlpsych.app.runner import RunOutcome
+    from mlpsych.documents import Document
+    from mlpsych.pipeline import RunResult
+    from mlpsych.questions import load_question_set
+
+    text = "We used random forests in R. Support vector machines were the baseline."
+    docs = [Document(f"p{i}", text, source_path=f"/papers/p{i}.txt") for i in range(3)]
+    answers = [Answer(d.id, "q1", name, "extractive", ["m"], 0.5, text.index(name), text.index(name) + len(name),
+                      None, text, final=True, confidence=0.5)
+               for d in docs for name in ("random forests", "Support vector machines")]
+    written = []
+    write = export.write_result
+    monkeypatch.setattr(export, "write_result", lambda *args: written.append(args[1]) or write(*args))
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.run()
+    at.session_state["outcome"] = RunOutcome(result=RunResult(docs, load_question_set("mlpsych").select(["q1"]),
+                                                              answers), documents=docs, seconds=1.0)
+    at.session_state["downloads"] = {}
+    at.run()
+    at.multiselect(key="filter_p").set_value(["p1"]).run()
+    at.run()
+    assert not at.exception
+    assert list(results(at)["paper"]) == ["p1", "p1"]
+    (button,) = [b for b in at.get("download_button") if "Download filtered" in b.proto.label]
+    assert "(2 answers)" in button.proto.label
+    assert written == []
