@@ -15,7 +15,7 @@ from pathlib import Path, PurePath
 from mlpsych.answers import Answer, AnswerStage
 from mlpsych.files import remove_stale_temporaries, temporary_path
 from mlpsych.documents import Document
-from mlpsych.errors import cannot_write
+from mlpsych.errors import OutputError, cannot_write
 from mlpsych.models import DEMO_NOTE
 from mlpsych.normalize.answers import item_key
 from mlpsych.normalize.grounding import definition_of
@@ -278,8 +278,8 @@ def check_rows_fit(sheets: dict[str, tuple[list[str], list[list]]]) -> None:
     over = {name: len(rows) for name, (_, rows) in sheets.items() if len(rows) + 1 > EXCEL_ROW_LIMIT}
     if over:
         sheets_over = " and ".join(f"{name} {n + 1:,} rows" for name, n in over.items())
-        raise OutputError(f"as a workbook its sheets would have {sheets_over}, past Excel's {EXCEL_ROW_LIMIT:,} rows a sheet (its header one "
-                          "of them): write .csv (the final answers, with the coder columns) or .jsonl (every answer "
+        raise OutputError(f"as a workbook its sheets would have {sheets_over}, past Excel's {EXCEL_ROW_LIMIT:,} rows "
+                          "a sheet (its header one of them): write .csv (the final answers, with the coder columns) or .jsonl (every answer "
                           "of every model), which hold every row")
 
 

@@ -183,9 +183,8 @@ def downloads(result: RunResult, suffixes: tuple[str, ...] = (".xlsx", ".csv")) 
 
 def download_bytes(result: RunResult, suffix: str) -> bytes:
     """The run written by the project's exporter (same files as ``mlpsych run --out``) as bytes."""
-    from mlpsych.export import write_result
-
     from mlpsych.errors import OutputError
+    from mlpsych.export import write_result
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"results{suffix}"
