@@ -129,8 +129,25 @@ def test_papers_whose_bridge_answers_pass_the_cap_are_named_in_the_runs_notes() 
     FollowUpStage(settings).run(level, StageContext(settings, None, result, RunCounters(), ModelPool(), []))
     asked = [(u.doc.id, u.query.bridge_entity) for u in level.units]
     assert asked == [("many", "SVM"), ("many", "random forest"), ("one", "SVM")]  # the best-scored two
-    assert len(result.info.warnings) == 1
-    note = result.info.warnings[0]
+    assert len(result.info.notes()) == 1
+    note = result.info.notes()[0]
     assert "q4 was asked about at most 2 q1 answers per paper" in note and "--max-sub-questions" in note
     assert "many (2 not asked)" in note and "one" not in note.split(":", 1)[1]
     assert result.errors == {}
+
+
+def test_a_ray_runs_chunks_give_one_note_on_the_capped_follow_ups() -> None:
+    """Each chunk of a Ray run noted its own papers in a line of its own, so the run sheet of a 200-paper run held
+    200 lines "q4 was asked about at most 3 q1 answers ... in 1 paper": the chunks' counts now add up to one."""
+    from mlpsych.pipeline.result import RunInfo
+
+    parts = [RunInfo(capped={"q4": {"cap": 3, "bridge_from": "q1", "papers": {paper: n}}}) for paper, n in
+             (("a", 2), ("b", 1))] + [RunInfo(warnings=["normalization skipped: no GPU"])]
+    gathered = RunInfo.gathered(parts)
+    assert gathered.notes() == [
+        "normalization skipped: no GPU",
+        "q4 was asked about at most 3 q1 answers per paper, the best-scored (max_sub_questions in the question file, "
+        "--max-sub-questions to change it); in 2 papers the other q1 answers were not asked about: a (2 not asked), b "
+        "(1 not asked)"]
+    assert gathered.to_dict()["warnings"] == gathered.notes() and "capped" not in gathered.to_dict()
+    assert parts[0].capped["q4"]["papers"] == {"a": 2}  # the chunks' own records are left as they were

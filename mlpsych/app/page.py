@@ -384,7 +384,7 @@ def results_section() -> None:
                    "the sidebar's question file).", icon="⚠️")
     st.caption(f"{len(result.documents)} paper(s) in {format_seconds(outcome.seconds)}; "
                f"cache: {info.cache_hits} reused, {info.cache_misses} computed ({results.literal(info.cache)})")
-    for warning in info.warnings:
+    for warning in info.notes():
         st.warning(results.plain(warning))
     for line in results.duplicate_names(result.documents):
         st.warning(results.plain(line))

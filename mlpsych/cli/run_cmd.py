@@ -255,7 +255,7 @@ def summary(result: RunResult, out: Path, seconds: float) -> list[str]:
         lines += _listed(noted, "papers with notes")
     if result.info.demo_models:
         lines.append(f"note: {DEMO_NOTE}")
-    lines += [f"note: {warning}" for warning in result.info.warnings]
+    lines += [f"note: {note}" for note in result.info.notes()]
     return lines
 
 

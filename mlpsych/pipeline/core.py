@@ -227,5 +227,6 @@ class Pipeline:
             models_loaded=list(counters.model_loads),
             llm_prompts_generated=counters.llm_generated,
             warnings=list(during.warnings),
+            capped=during.capped,
             calibrator=during.calibrator,
         )

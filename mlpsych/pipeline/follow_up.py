@@ -16,7 +16,6 @@ from mlpsych.reading.reader import Query
 from mlpsych.retrieval import cascade, plan_for
 from mlpsych.settings import RunSettings
 
-CAPPED_SHOWN = 10  # papers the run's note on capped sub-questions names (each with its count)
 
 
 class FollowUpStage:
@@ -54,7 +53,9 @@ class FollowUpStage:
                     level.units.extend(units)
         for q in level.questions:
             if q.id in left_out:
-                ctx.result.info.warnings.append(self.capped(q, left_out[q.id]))
+                capped = ctx.result.info.capped.setdefault(q.id, {"cap": self.cap(q), "bridge_from": q.bridge_from,
+                                                                  "papers": {}})
+                capped["papers"].update(left_out[q.id])
 
     def query(self, question: QuestionTemplate, text: str, entity: str | None = None) -> Query:
         return Query(
@@ -79,16 +80,6 @@ class FollowUpStage:
         units = [Unit(doc, question, self.query(question, text, entity))
                  for entity, text in multihop.sub_questions(question, entities)]
         return units, max(len(found) - cap, 0)
-
-    def capped(self, question: QuestionTemplate, left_out: dict[str, int]) -> str:
-        """The run's note on papers whose bridge answers were more than the cap: a coder reading their follow-ups
-        learns that the other answers were never asked about (the sheets said nothing of it)."""
-        shown = [f"{paper} ({n} not asked)" for paper, n in list(left_out.items())[:CAPPED_SHOWN]]
-        more = f" and {len(left_out) - CAPPED_SHOWN} more" if len(left_out) > CAPPED_SHOWN else ""
-        papers = f"{len(left_out)} paper{'s' if len(left_out) > 1 else ''}"
-        return (f"{question.id} was asked about at most {self.cap(question)} {question.bridge_from} answers per "
-                f"paper, the best-scored (max_sub_questions in the question file, --max-sub-questions to change it); "
-                f"in {papers} the other {question.bridge_from} answers were not asked about: {', '.join(shown)}{more}")
 
 
 def source_windows(unit: Unit, chosen: dict[str, cascade.Ranges]) -> dict[str, cascade.Ranges]:

@@ -22,6 +22,9 @@ class RunInfo:
 
     # Noted by the stages while running (first in the run sheet, where they were in its dict before RunInfo).
     warnings: list[str] = field(default_factory=list)  # what concerns the whole run (normalization skipped)
+    # follow-up question id -> its cap, bridge question and {paper: answers not asked about}: kept as counts, not as
+    # a line, so a Ray run's chunks add up to one note (each chunk's line differed, and the run sheet had hundreds)
+    capped: dict[str, dict[str, Any]] = field(default_factory=dict)
     calibrator: str | None = None  # the confidence stage's calibrator
     mlpsych: str = ""
     python: str = ""
@@ -55,10 +58,17 @@ class RunInfo:
     # Counts that add up over a Ray engine's chunks (the other facts are the same for every chunk).
     SUMMED: ClassVar[tuple[str, ...]] = ("cache_hits", "cache_misses", "windows_read", "llm_prompts_generated")
 
+    def notes(self) -> list[str]:
+        """The run's notes for its users (the run sheet, the end of the CLI's output, the page): the warnings, and
+        for each capped follow-up the papers whose other bridge answers were not asked about."""
+        return self.warnings + [capped_note(question, record) for question, record in self.capped.items()]
+
     def to_dict(self) -> dict[str, Any]:
-        """As the run sheet lists it: the warnings when there are any, the calibrator, the LLM's dtype and the
+        """As the run sheet lists it: the notes when there are any, the calibrator, the LLM's dtype and the
         engine's facts when set."""
         data = asdict(self)
+        data["warnings"] = self.notes()
+        del data["capped"]
         if not data["warnings"]:
             del data["warnings"]
         for key in ("calibrator", "llm_dtype", "engine", "workers"):
@@ -81,7 +91,27 @@ class RunInfo:
             data[key] = sum(getattr(p, key) for p in parts)
         data["models_loaded"] = [m for p in parts for m in p.models_loaded]
         data["warnings"] = list(dict.fromkeys(w for p in parts for w in p.warnings))
+        data["capped"] = {}
+        for part in parts:
+            for question, record in part.capped.items():
+                data["capped"].setdefault(question, {**record, "papers": {}})["papers"].update(record["papers"])
         return cls(**data)
+
+
+CAPPED_SHOWN = 10  # papers the run's note on capped sub-questions names (each with its count)
+
+
+def capped_note(question: str, record: dict[str, Any]) -> str:
+    """The run's note on papers whose bridge answers were more than the cap: a coder reading their follow-ups
+    learns that the other answers were never asked about (the sheets said nothing of it)."""
+    left_out: dict[str, int] = record["papers"]
+    bridge = record["bridge_from"]
+    shown = [f"{paper} ({n} not asked)" for paper, n in list(left_out.items())[:CAPPED_SHOWN]]
+    more = f" and {len(left_out) - CAPPED_SHOWN} more" if len(left_out) > CAPPED_SHOWN else ""
+    papers = f"{len(left_out)} paper{'s' if len(left_out) > 1 else ''}"
+    return (f"{question} was asked about at most {record['cap']} {bridge} answers per paper, the best-scored "
+            f"(max_sub_questions in the question file, --max-sub-questions to change it); in {papers} the other "
+            f"{bridge} answers were not asked about: {', '.join(shown)}{more}")
 
 
 @dataclass
