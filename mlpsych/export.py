@@ -279,8 +279,8 @@ def check_rows_fit(sheets: dict[str, tuple[list[str], list[list]]]) -> None:
     if over:
         sheets_over = " and ".join(f"{name} {n + 1:,} rows" for name, n in over.items())
         raise OutputError(f"as a workbook its sheets would have {sheets_over}, past Excel's {EXCEL_ROW_LIMIT:,} rows "
-                          "a sheet (its header one of them): write .csv (the final answers, with the coder columns) or .jsonl (every answer "
-                          "of every model), which hold every row")
+                          "a sheet (its header one of them): write .csv (the final answers, with the coder columns) "
+                          "or .jsonl (every answer of every model), which hold every row")
 
 
 def text_cells(ws, values: list) -> list:
