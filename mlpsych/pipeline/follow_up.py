@@ -17,7 +17,6 @@ from mlpsych.retrieval import cascade, plan_for
 from mlpsych.settings import RunSettings
 
 
-
 class FollowUpStage:
     """Units for a level: one per paper and question, one per bridge entity for a bridged question (found among
     the final answers of earlier levels)."""
@@ -53,9 +52,8 @@ class FollowUpStage:
                     level.units.extend(units)
         for q in level.questions:
             if q.id in left_out:
-                capped = ctx.result.info.capped.setdefault(q.id, {"cap": self.cap(q), "bridge_from": q.bridge_from,
-                                                                  "papers": {}})
-                capped["papers"].update(left_out[q.id])
+                ctx.result.info.add_capped(q.id, {"cap": self.cap(q), "bridge_from": q.bridge_from,
+                                                  "papers": left_out[q.id]})
 
     def query(self, question: QuestionTemplate, text: str, entity: str | None = None) -> Query:
         return Query(

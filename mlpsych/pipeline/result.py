@@ -58,6 +58,10 @@ class RunInfo:
     # Counts that add up over a Ray engine's chunks (the other facts are the same for every chunk).
     SUMMED: ClassVar[tuple[str, ...]] = ("cache_hits", "cache_misses", "windows_read", "llm_prompts_generated")
 
+    def add_capped(self, question: str, record: dict[str, Any]) -> None:
+        """Count a follow-up's capped papers in (a level's, or a Ray chunk's): one record per question."""
+        self.capped.setdefault(question, {**record, "papers": {}})["papers"].update(record["papers"])
+
     def notes(self) -> list[str]:
         """The run's notes for its users (the run sheet, the end of the CLI's output, the page): the warnings, and
         for each capped follow-up the papers whose other bridge answers were not asked about."""
@@ -92,10 +96,11 @@ class RunInfo:
         data["models_loaded"] = [m for p in parts for m in p.models_loaded]
         data["warnings"] = list(dict.fromkeys(w for p in parts for w in p.warnings))
         data["capped"] = {}
+        gathered = cls(**data)
         for part in parts:
             for question, record in part.capped.items():
-                data["capped"].setdefault(question, {**record, "papers": {}})["papers"].update(record["papers"])
-        return cls(**data)
+                gathered.add_capped(question, record)
+        return gathered
 
 
 CAPPED_SHOWN = 10  # papers the run's note on capped sub-questions names (each with its count)
