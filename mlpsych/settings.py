@@ -150,6 +150,12 @@ class AnswerSettings(BaseModel):
     # The released rules read only a model's first ``read`` raw spans (the released code reads 20 of the pipeline's
     # 30, as the default does); None reads all the question's ``top_k``.
     read: int | None = Field(default=20, ge=1)
+    # The final answers of an entity question that name one entity written differently (``normalize.answers.item_key``:
+    # case, hyphens and spacing between words, a final plural s: "Random Forests" / "random forest"): "exact" keeps
+    # each, folding only identical texts as the merging rules do (the released code, --preset reference); "entity"
+    # makes them one answer, the best-supported row's (most models, then most spans, then score) with the highest
+    # score (``pipeline.merge.fold_entities``).
+    fold: Literal["exact", "entity"] = "exact"
     # The confidence column's calibrator (a file of ``mlpsych calibrate``); None: the default shipped with mlpsych,
     # fitted on the development papers (mlpsych.coding.confidence).
     calibrator: str | None = None
@@ -327,7 +333,8 @@ REFERENCE = {
     "reader": {"max_length": 384, "stride": 128, "layout": "per_question", "max_answer_tokens": 15,
                "snap_to_words": True, "keep_blank_tokens": True, "search": "pipeline", "dedupe": False,
                "same_text": "summed", "null_threshold": 0.0, "dtype": "fp32"},
-    "answers": {"rules": "released", "models": "union", "per_entity": 3, "entity_case": "exact", "read": 20},
+    "answers": {"rules": "released", "models": "union", "per_entity": 3, "entity_case": "exact", "read": 20,
+                "fold": "exact"},
     "llm": {"input_format": "joined", "keep_ungrounded": True, "max_new_tokens": 256},
     "max_sub_questions": 10_000,
 }

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from mlpsych.answers import Answer, Span
 from mlpsych.documents import Document
+from mlpsych.normalize.answers import item_key
 from mlpsych.pipeline.context import StageContext
 from mlpsych.pipeline.records import Level, LevelSize, Unit, UnitAnswers
 from mlpsych.pipeline.result import isolated
@@ -39,13 +40,40 @@ def model_answers(unit: Unit, spans: list[Span], rules: AnswerSettings) -> list[
     return MERGING_RULES.get(rules.rules)(unit.doc, spans, unit.question.merge, rules)
 
 
+def fold_entities(answers: list[Answer]) -> list[Answer]:
+    """One answer per entity: answers whose texts name one entity written differently (``item_key``: case, hyphens
+    and spacing between words, a final plural s) become the best-supported of them (most models, then most raw
+    spans, then the higher score, then the earlier), which keeps its text, offsets, page and evidence and takes the
+    highest score, every model and every span; at the place of the group's first answer."""
+    groups: dict[str, list[Answer]] = {}
+    for answer in answers:
+        groups.setdefault(item_key(answer.text), []).append(answer)
+    out = []
+    for group in groups.values():
+        best = min(group, key=lambda a: (-len(a.models), -len(a.spans), -a.score, group.index(a)))
+        for other in group:
+            if other is best:
+                continue
+            best.models += [m for m in other.models if m not in best.models]
+            best.spans += other.spans
+            best.score = max(best.score, other.score)
+        out.append(best)
+    return out
+
+
 def unit_answers(unit: Unit, rules: AnswerSettings) -> UnitAnswers:
-    """Per-model answer rows and, for several models, the combined rows, the final ones marked."""
+    """Per-model answer rows and, for several models, the combined rows, the final ones marked; an entity
+    question's final rows folded by entity where the settings say so (``AnswerSettings.fold``)."""
     spans = unit.read_spans()
+    fold = rules.fold == "entity" and unit.question.kind == "entity"
     per_model = {m: model_answers(unit, s, rules) for m, s in spans.items()}
+    if fold and len(spans) == 1:  # the model's own list is the final one
+        per_model = {m: fold_entities(answers) for m, answers in per_model.items()}
     rows = [a for answers in per_model.values() for a in answers]
     if len(spans) > 1:
         combined = MODEL_COMBINERS.get(rules.models)(unit.doc, spans, per_model, unit.question.merge)
+        if fold:
+            combined = fold_entities(combined)
         for a in combined:
             a.ensemble = True
         rows += combined
