@@ -22,6 +22,11 @@ seconds are its whole cost. The F1 and Mentions of the paper take, for each gold
 so more answers never lower them: read them beside answers per paper and mF1/pF1. Last, each ablation's decision
 by the rule of ``decide``.
 
+``paper-fold-exact,paper-fold-entity`` (and ``fast-...``) are the preset with ``AnswerSettings.fold`` set each way,
+read from the preset's cache (the same spans, merged otherwise); with a pair among the arms the script prints the
+final rows per paper a coder sees and the folding rule of ``decide_fold`` (fixed before its figures, 2026-11-28:
+decided on half A, reported on B).
+
 ``--masses 0.7,...,0.99 --curve CURVE.json`` judges the fast cascade's mass by answers: one arm per mass (the
 preset otherwise as shipped), and the mass rule (``tradeoff.choose_by_answers`` with ``REFERENCE_MASS``,
 ``TOLERANCE``, ``COVERAGE_FLOOR``; coverage and FLOPs from cascade_retrieval.py's ``--json``) applied on each half
@@ -109,6 +114,16 @@ ARMS: dict[str, Arm] = {
                                 "pipeline, the released code)"),
     "+merging": Arm("paper", deep_update(FP32, {"answers": {"rules": "released"}}),
                     deviation="the released merging rules"),
+    # final answers of q1 and q2 naming one entity written differently (case, hyphens, a plural s) kept apart, as the
+    # released code keeps them, or folded into one (AnswerSettings.fold); each reads from its preset's cache
+    "paper-fold-exact": Arm("paper", deep_update(FP32, {"answers": {"fold": "exact"}}),
+                            deviation="the default, answers naming one entity written differently kept apart"),
+    "paper-fold-entity": Arm("paper", deep_update(FP32, {"answers": {"fold": "entity"}}),
+                             deviation="the default, answers naming one entity folded into one"),
+    "fast-fold-exact": Arm("fast", deep_update(FP32, {"answers": {"fold": "exact"}}),
+                           deviation="fast, answers naming one entity written differently kept apart"),
+    "fast-fold-entity": Arm("fast", deep_update(FP32, {"answers": {"fold": "entity"}}),
+                            deviation="fast, answers naming one entity folded into one"),
     "+q4": Arm("paper", deep_update(FP32, {"answers": {"per_entity": 3, "entity_case": "exact"},
                                             "max_sub_questions": 10_000}),
                deviation="q4: every q1 answer asked, 3 of 5 answers kept per entity"),
@@ -230,6 +245,30 @@ def decide(arm: str, figures: dict, runs: dict) -> tuple[str, str]:
     return "adopt", f"{' / '.join(verdicts)} on the halves" + (" (not cheaper)" if "worse" not in verdicts else "")
 
 
+def decide_fold(off: str, on: str, figures: dict, half: str) -> str:
+    """The folding rule (fixed before its figures, 2026-11-28) on one half, ``on`` (answers naming one entity folded)
+    against ``off`` (kept apart): "helps" when the mean pF1 over q1 and q2 is higher and none of F1, EM, Mentions of
+    q1 or q2 is lower by more than TIE; "hurts" when the mean pF1 is lower or one of those is lower by more than
+    TIE; "no change" when nothing moved; else "neither". Decided on half A, reported on B: shipped only where it
+    helps on both."""
+    scored = {n: {q: aggregate(figures[n]["halves"][half].get(q, [])) for q in ("q1", "q2")} for n in (off, on)}
+    delta = {(q, m): scored[on][q][m] - scored[off][q][m] for q in ("q1", "q2") for m in ("F1", "EMat", "Ment", "pF1")}
+    d_pf1 = (delta["q1", "pF1"] + delta["q2", "pF1"]) / 2
+    lower = any(delta[q, m] < -TIE for q in ("q1", "q2") for m in ("F1", "EMat", "Ment"))
+    if all(abs(v) < 1e-12 for v in delta.values()):
+        return "no change"
+    if d_pf1 < 0 or lower:
+        return "hurts"
+    return "helps" if d_pf1 > 0 else "neither"
+
+
+def final_rows(rows: list[dict], papers: list[str], question: str) -> float:
+    """Final answer rows per paper for a question, as a coder sees them (before the scorer folds answers whose
+    normalized texts are equal)."""
+    chosen = set(papers)
+    return sum(1 for r in rows if r["question_id"] == question and r["paper_id"] in chosen) / max(len(chosen), 1)
+
+
 def arm_figures(run: dict, gold: dict, corpus: dict[str, str], halves: dict[str, list[str]], q4_papers: int) -> dict:
     """An arm's items per question, pooled and per half (q4 on the first ``q4_papers`` papers it was asked of)."""
     ids = list(corpus)
@@ -335,6 +374,7 @@ def main() -> None:
     labels = {name: ARMS[name].deviation or ARMS[name].preset for name in plans}
     masses = [float(m) for m in args.masses.split(",") if m]
     caches = {mass_name(m): "fast-mass" for m in masses}
+    caches.update({name: ARMS[name].preset for name in arms if "-fold-" in name})  # the same reads, merged otherwise
     for mass in masses:
         plans[mass_name(mass)] = [(mass_arm(mass), docs)]
         labels[mass_name(mass)] = mass_arm(mass).deviation
@@ -445,6 +485,21 @@ def main() -> None:
             print(f"| {n} | {ARMS[n].deviation} | {'keep the deviation' if verdict == 'keep' else 'adopt the reference'}"
                   f" | {why} |")
             out[n]["decision"] = {"verdict": verdict, "why": why}
+    folds = [(n, n.replace("-exact", "-entity")) for n in arms
+             if n.endswith("-fold-exact") and n.replace("-exact", "-entity") in arms]
+    if folds:
+        print("\nFinal rows per paper as a coder sees them, q1 / q2, halves A / B / all:\n")
+        for n in [n for pair in folds for n in pair]:
+            cells = [" / ".join(f"{final_rows(runs[n]['rows'], papers, q):.2f}"
+                                for papers in (halves["A"], halves["B"], ids)) for q in ("q1", "q2")]
+            print(f"  {n}: q1 {cells[0]}; q2 {cells[1]}")
+        print("\nFolding answers naming one entity (decide_fold: decided on A, reported on B):\n")
+        for off, on in folds:
+            verdicts = {h: decide_fold(off, on, figures, h) for h in "AB"}
+            print(f"  {on} against {off}: A {verdicts['A']}, B {verdicts['B']} -> "
+                  f"{'ship' if verdicts == {'A': 'helps', 'B': 'helps'} else 'do not ship'}; final rows "
+                  f"{len(runs[off]['rows'])} -> {len(runs[on]['rows'])}")
+            out.setdefault(on, {})["fold_decision"] = verdicts
     print("\nScored as `mlpsych eval` scores (the reference's rules): papers with gold and no prediction score 0; "
           "q2 papers with empty gold score EM/Mentions 1 if nothing is predicted, else 0, and are left out of F1.")
     if args.json:
