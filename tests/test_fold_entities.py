@@ -74,3 +74,24 @@ def test_several_models_fold_the_combined_list_and_keep_each_models_own_rows():
     assert len(finals) == 1 and finals[0].score == 0.6 and sorted(finals[0].models) == ["a", "b"]
     assert sorted(a.text for a in rows if not a.final) == ["Random Forests", "random forest"]
 
+
+def test_the_reference_keeps_the_released_rows_and_the_default_folds():
+    from mlpsych.questions import load_question_set
+
+    questions = load_question_set("mlpsych")
+    assert apply_preset("reference", questions, RunSettings())[1].answers.fold == "exact"
+    assert RunSettings().answers.fold == "entity"
+    assert apply_preset("paper", questions, RunSettings())[1].answers.fold == "entity"
+
+
+def test_the_default_gives_a_coder_one_row_per_entity_and_the_reference_the_released_rows():
+    from mlpsych.questions import load_question_set
+
+    questions = load_question_set("mlpsych")
+    default = [a.text for a in unit_answers(_unit(ONE_MODEL), RunSettings().answers).rows if a.final]
+    assert default == ["random forest", "lasso", "Support vector machines"]
+    fast = apply_preset("fast", questions, RunSettings())[1].answers
+    assert [a.text for a in unit_answers(_unit(ONE_MODEL), fast).rows if a.final] == default
+    reference = apply_preset("reference", questions, RunSettings())[1].answers
+    assert [a.text for a in unit_answers(_unit(ONE_MODEL), reference).rows if a.final] == [
+        "Random Forests", "LASSO", "random forest", "lasso", "Support vector machines"]
