@@ -54,8 +54,9 @@ def fold_entities(answers: list[Answer]) -> list[Answer]:
         for other in group:
             if other is best:
                 continue
-            best.models += [m for m in other.models if m not in best.models]
-            best.spans += other.spans
+            # new lists, not extended ones: a combined row's lists may be a per-model row's
+            best.models = best.models + [m for m in other.models if m not in best.models]
+            best.spans = best.spans + other.spans
             best.score = max(best.score, other.score)
         out.append(best)
     return out
