@@ -35,6 +35,14 @@ def test_features_rank_within_each_list_and_share_of_readers():
     assert list(col["grounded"]) == [1, 1, 0, 1] and list(col["phrase"]) == [0, 0, 1, 0]
 
 
+def test_recurrence_sets_case_and_any_white_space_aside():
+    paper = cf.fold("We fit a Random\u00a0Forest, then random\n  forests; RANDOM FOREST.")
+    assert cf.recurrence("random forest", paper) == 3
+    assert cf.recurrence("Random  Forests", paper) == 1
+    assert cf.recurrence("forest random", paper) == 0
+    assert cf.recurrence("   ", paper) == 0
+
+
 def _run_confidences(docs: list[Document], answers: list[Answer], calibrator: str) -> dict[tuple[str, str], float]:
     """The confidence stage over one level of ``docs`` (q1 read by two readers): (paper, answer) -> confidence."""
     q1 = QuestionTemplate(id="q1", text="What techniques were used?", models=["m1", "m2"])
