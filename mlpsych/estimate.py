@@ -6,7 +6,9 @@ stages are *uncounted* until the pipeline's sizing events arrive, and the time l
 instead of a number known to be too small. Time is measured in reads (one question read in one paper; a paper
 read for two questions is two) per kind of stage and model, and in batches for the LLM: a stage not started yet
 is estimated at its model's measured rate (else its kind's), its own rate once it has finished a unit; the running
-stage counts down between events, never below half of what was expected at its last event. The bar is
+stage counts down between events, never below half of what was expected at its last event. The time between one
+stage's end and the next one's first event went to stages that report nothing (merging, confidence): no stage's
+rate has it. The bar is
 time done over time done plus time left once that is known; before, it is counted work, with an uncounted
 follow-up level given as much room as the work before it. It never moves back and is full only when the run is.
 """
@@ -71,9 +73,11 @@ class ProgressTracker:
             return
         now = self.clock()
         index = self._find(event)
-        if self.active is not None:  # the time since the last event went to the stage then running, or if that
-            running = self.stages[self.active]  # had finished, to this one (loading its model, say)
-            (running if running.left else self.stages[index]).seconds += now - self.last
+        running = self.current()
+        if running is not None and running.left:  # the time since the last event went to the stage then running;
+            running.seconds += now - self.last  # after it finished, to stages that report nothing (merging, the
+            # confidence stage, building follow-up questions): charged to this stage's first unit, a cached stage's
+            # first sub-question took the minute a thousand papers' confidence took, times 1,023 (9 h 45 min left)
         self.last = now
         for earlier in self.stages[:index]:  # stages passed over had no (more) work
             earlier.total, earlier.counted = earlier.done, True
@@ -115,11 +119,11 @@ class ProgressTracker:
         return sum(s.seconds for s in measured) / work if work else None
 
     def seconds_per_unit(self, stage: StageProgress) -> float | None:
-        """Expected seconds per read (or batch) of a stage: its own measure once it has finished a unit, else its
-        model's in earlier stages of the same kind, else its kind's; None when nothing of its kind is measured."""
-        own = self._rate([stage]) if stage.done else None
-        if own is not None:
-            return own
+        """Expected seconds per read (or batch) of a stage: its own measure once it has finished a unit in measured
+        time (a first unit reported with the stage's first event has none), else its model's in earlier stages of the
+        same kind, else its kind's; None when nothing of its kind is measured."""
+        if stage.done and stage.seconds:
+            return self._rate([stage])
         same_model = [s for s in self.stages if s.kind == stage.kind and s.done]
         return self._rate(same_model) or self._rate([s for s in self.stages if s.event.stage == stage.event.stage])
 

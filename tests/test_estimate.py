@@ -162,6 +162,26 @@ def test_the_running_stage_counts_down_between_events_and_holds_at_half():
     assert tracker.describe() == "answering q1: paper 1 of 4 · about 15 s left · 1 min 40 s so far"
 
 
+def test_time_in_stages_that_report_nothing_is_not_the_next_stages_work():
+    """A cached rerun of a thousand papers: q1 read from the cache in 10 s, then a minute in stages without events
+    (merging, the confidence stage, the follow-up questions), then 3,000 cached sub-questions in 6 s. That minute
+    was charged to q4's first sub-question: '9 h 45 min left' with seconds to go."""
+    clock = Clock()
+    q4 = ProgressEvent("read", ("q4",), "m1", 0, 0, "sub-question", counted=False)
+    tracker = ProgressTracker([ev("read", ("q1",), "m1", 0, 1000), q4], clock)
+    for done in (1, 500, 1000):
+        clock.now += 5
+        tracker.update(ev("read", ("q1",), "m1", done, 1000))
+    clock.now += 60
+    tracker.update(sizing(("q4",), "m1", 3000))
+    clock.now += 0.5
+    tracker.update(ProgressEvent("read", ("q4",), "m1", 1, 3000, "sub-question"))
+    assert 3 <= tracker.seconds_left() < 60, tracker.describe()  # q1's rate until q4's own is measured
+    clock.now += 3
+    tracker.update(ProgressEvent("read", ("q4",), "m1", 1500, 3000, "sub-question"))
+    assert tracker.seconds_left() == pytest.approx(3, abs=0.5)
+
+
 def test_stages_without_events_close_and_unplanned_ones_are_added(tmp_path):
     tracker = ProgressTracker(plan(True, 2, tmp_path), Clock())
     tracker.update(ev("read", ("q4",), "m1", 1, 2))  # everything before had nothing to do
