@@ -483,8 +483,9 @@ def open_review(path, documents: dict, coder: str, papers: str, questions: str =
 def review_section() -> None:
     st.subheader("5 · Review")
     st.caption("Mark each answer correct or wrong, correct it, or add what the tool missed; the least-sure answers "
-               "come first and every change is saved in the spreadsheet at once (its coder columns, which "
-               "`mlpsych agree`, `mlpsych adapt` and `mlpsych calibrate` read).")
+               "come first and every change is kept at once, and written into the spreadsheet (its coder columns, "
+               "which `mlpsych agree`, `mlpsych adapt` and `mlpsych calibrate` read) when you move to another "
+               "paper or download it.")
     outcome = state.get("outcome")
     downloads = state.get("downloads") or {}
     if outcome is not None and outcome.result is not None and ".xlsx" in downloads:
@@ -521,15 +522,6 @@ def review_section() -> None:
 def review_pane(sheet) -> None:
     rid = state.review_id
     counts = sheet.coded_counts()
-    paper = st.selectbox("Paper", list(counts), key=f"review_paper:{rid}",
-                         format_func=lambda p: f"{p} ({counts[p][0]} of {counts[p][1]} coded)")
-    if paper is not None:
-        st.caption(f"{counts[paper][0]} of {counts[paper][1]} answers of {results.literal(paper)} coded; saved as "
-                   f"you go in {results.literal(sheet.path)}. Least-sure answers first.")
-    if state.get("review_flash"):
-        st.warning(state.pop("review_flash"))
-    if state.get("review_error"):  # a change that could not be saved in the file
-        st.error(results.plain(state.pop("review_error")))
 
     def saved(change: Callable[[], object]) -> object:
         """The change, saved; a file that cannot be written is said at the top of the review, not a traceback."""
@@ -538,6 +530,22 @@ def review_pane(sheet) -> None:
         except logic.AppInputError as error:
             state.review_error = str(error)
             return None
+
+    def left_paper() -> None:  # the paper's changes written into the workbook (kept beside it until then)
+        saved(sheet.save)
+
+    paper = st.selectbox("Paper", list(counts), key=f"review_paper:{rid}", on_change=left_paper,
+                         format_func=lambda p: f"{p} ({counts[p][0]} of {counts[p][1]} coded)")
+    if paper is not None:
+        st.caption(f"{counts[paper][0]} of {counts[paper][1]} answers of {results.literal(paper)} coded; each change "
+                   f"is kept at once beside {results.literal(sheet.path)} and written into it when you move to "
+                   "another paper or download it. Least-sure answers first.")
+    if sheet.notice:
+        st.warning(results.plain(sheet.notice))
+    if state.get("review_flash"):
+        st.warning(state.pop("review_flash"))
+    if state.get("review_error"):  # a change that could not be saved in the file
+        st.error(results.plain(state.pop("review_error")))
 
     def marked(row: int) -> None:
         saved(lambda: sheet.mark(row, MARK_CHOICES[state[f"mark:{rid}:{row}"]]))
@@ -568,7 +576,8 @@ def review_pane(sheet) -> None:
                             args=(item.row,))
     if paper is not None:
         add_missed(sheet, paper, rid)
-    st.download_button("Download the coded spreadsheet", sheet.workbook_bytes(), sheet.path.name, mime=XLSX_MIME,
+    # written when clicked (the workbook first): reading a 16 MB file on every redraw, or writing it, was not free
+    st.download_button("Download the coded spreadsheet", sheet.workbook_bytes, sheet.path.name, mime=XLSX_MIME,
                        key="review_download")
     reread_section(sheet)
 

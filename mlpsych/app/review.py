@@ -1,12 +1,14 @@
 """The review view's logic: a coder works through a results spreadsheet paper by paper, least-sure answers first.
 
-Each change is written to the workbook at once (autosave; written beside it and renamed, so a crash never leaves
-half a file): marks go into the coder columns of the ``answers`` sheet (``correct``, ``corrected_answer``,
-``notes``; a second coder's into ``correct_<name>``, ``corrected_answer_<name>``, ``notes_<name>``, which
-``mlpsych agree`` compares with the first), and an answer the tool missed becomes a new row whose ``stage`` is
-``coder``, with the offsets, page and evidence sentence of where its text is in the paper (text that is not in
-the paper is refused). A coded workbook reopens where the coding stopped; ``mlpsych adapt --coded`` and
-``mlpsych calibrate --coded`` read it back.
+Each change is kept at once (autosave): appended to a small file beside the workbook and forced to disk
+(:mod:`mlpsych.journal`; writing the whole workbook took 30 s a change at 1,000 papers), and written into the
+workbook (beside it and renamed, so a crash never leaves half a file) when the coder leaves a paper or downloads
+the coded sheet; until then every reader of the sheet applies the kept changes too. Marks go into the coder
+columns of the ``answers`` sheet (``correct``, ``corrected_answer``, ``notes``; a second coder's into
+``correct_<name>``, ``corrected_answer_<name>``, ``notes_<name>``, which ``mlpsych agree`` compares with the
+first), and an answer the tool missed becomes a new row whose ``stage`` is ``coder``, with the offsets, page and
+evidence sentence of where its text is in the paper (text that is not in the paper is refused). A coded workbook
+reopens where the coding stopped; ``mlpsych adapt --coded`` and ``mlpsych calibrate --coded`` read it back.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from mlpsych.documents import Document
 from mlpsych.errors import AppInputError, UserError
 from mlpsych.evaluation.sheets import is_csv
 from mlpsych.export import mark_choices, source_files
+from mlpsych.journal import Journal
 
 SHEET = "answers"
 MARKS = {True: "yes", False: "no", None: None}
@@ -90,18 +93,47 @@ class ReviewSheet:
         for needed in ("paper_id", "question_id", "answer"):
             if needed not in self.header:
                 raise AppInputError(f"{self.path}: the '{SHEET}' sheet has no '{needed}' column")
-        for column in self.columns:
-            if column not in self.header:
-                self.header.append(column)
-                self.sheet.cell(row=1, column=len(self.header), value=column)
-                if column == self.columns[0]:
-                    mark_choices(self.sheet, len(self.header))
         self._index = {name: i + 1 for i, name in enumerate(self.header)}
+        for column in self.columns:
+            self._column(column)
+        self.journal = Journal(self.path)
+        self.notice = self._changes_kept()
         self._rows = self._rows_by_paper()
         strangers = sorted(set(self._rows) - set(documents))
         if strangers and documents:
             raise AppInputError(f"{len(strangers)} paper(s) of the sheet are not among the papers given: "
                                 f"{', '.join(strangers[:10])} (give the papers this sheet was made from)")
+
+    def _column(self, name: str) -> None:
+        """A column the sheet lacks (a coder's), added at the end; a ``correct`` column gets the yes/no list."""
+        if name in self._index:
+            return
+        self.header.append(name)
+        self._index[name] = len(self.header)
+        self.sheet.cell(row=1, column=len(self.header), value=name)
+        if name == "correct" or name.startswith("correct_"):
+            mark_choices(self.sheet, len(self.header))
+
+    def _changes_kept(self) -> str:
+        """The changes kept beside the workbook by a review that did not write them into it (stopped, or still
+        open elsewhere), applied here; a file of changes the workbook, changed elsewhere since, cannot take is
+        moved aside and said."""
+        state, changes = self.journal.state()
+        if state == "pending":
+            self._apply(changes)
+        elif state == "written":
+            self.journal.clear()
+        elif state == "stale":
+            aside = self.journal.set_aside()
+            return (f"{len(changes)} change(s) made in an earlier review were not applied: {self.path.name} was "
+                    f"changed elsewhere after them (saved from Excel?). They are kept in {aside}.")
+        return ""
+
+    def _apply(self, changes) -> None:
+        for row, values in changes:
+            for name, value in values.items():
+                self._column(name)
+                self._set(row, name, value)
 
     # -- reading -----------------------------------------------------------------------------------------------
     def _rows_by_paper(self) -> dict[str, list[int]]:
@@ -181,22 +213,19 @@ class ReviewSheet:
         """:meth:`coded_count` of every paper, in sheet order: what the paper menu shows on every redraw."""
         return {paper: self.coded_count(paper) for paper in self._rows}
 
-    # -- changes (each saved at once) ----------------------------------------------------------------------------
+    # -- changes (each kept at once) -------------------------------------------------------------------------
     def mark(self, row: int, correct: bool | None) -> None:
-        self._set(row, self.columns[0], MARKS[correct])
-        self.save()
+        self._change(row, {self.columns[0]: MARKS[correct]})
 
     def correct_to(self, row: int, text: str) -> bool:
         """Write a corrected answer; True when its text is in the paper (``mlpsych adapt`` skips one that is not)."""
         text = text.strip()
-        self._set(row, self.columns[1], text or None)
-        self.save()
+        self._change(row, {self.columns[1]: text or None})
         doc = self.documents.get(str(self._get(row, "paper_id") or ""))
         return not text or doc is None or locate(text, doc.text) is not None
 
     def note(self, row: int, text: str) -> None:
-        self._set(row, self.columns[2], text.strip() or None)
-        self.save()
+        self._change(row, {self.columns[2]: text.strip() or None})
 
     def add(self, paper_id: str, question_id: str, text: str, bridge_entity: str | None = None) -> int:
         """A missed answer as a new row (stage ``coder``, marked correct), placed where its text is in the paper;
@@ -223,34 +252,68 @@ class ReviewSheet:
                   "evidence": doc.sentence_around(start, end), "bridge_entity": bridge_entity,
                   self.columns[0]: MARKS[True]}
         row = self.sheet.max_row + 1
-        for name, value in values.items():
-            if name in self.header:
-                self._set(row, name, value)
         self._rows.setdefault(paper_id, []).append(row)
-        self.save()
+        self._change(row, {name: value for name, value in values.items() if name in self.header})
         return row
 
+    def _change(self, row: int, values: dict[str, Any]) -> None:
+        """Cells of one row set here and kept at once beside the workbook; after a change that could not be kept,
+        the workbook is written instead (with all the coding held here)."""
+        self._apply([(row, values)])
+        if self.unsaved:
+            self.save()
+            return
+        try:
+            self.journal.record(row, values)
+        except OSError as error:
+            self.unsaved = True
+            raise self._not_saved(error) from None
+
+    @property
+    def pending(self) -> bool:
+        """Whether the workbook file lacks changes made here (kept beside it, or not kept at all)."""
+        return self.unsaved or self.journal.path.exists()
+
     def save(self) -> None:
-        """Write the workbook (beside it, then renamed). A file that cannot be written (open in Excel on Windows,
-        its folder gone) is said in one message; the coding stays here and goes out with the next save or the
-        download (:meth:`workbook_bytes`)."""
+        """Write the coding into the workbook (beside it, then renamed) and remove the changes kept beside it;
+        nothing to do when the file has it all. Changes another session kept beside it meanwhile are applied
+        first, so none is written over. A file that cannot be written (open in Excel on Windows, its folder gone)
+        is said in one message; the coding stays here and goes out with the next save or the download
+        (:meth:`workbook_bytes`)."""
+        if not self.pending:
+            return
         partial = self.path.with_name(f".{self.path.name}.saving{self.path.suffix}")
         try:
+            state, changes = self.journal.state()
+            if state == "pending":
+                self._apply(changes)
+                self._rows = self._rows_by_paper()
+            elif state == "stale":
+                self.notice = (f"{self.path.name} was changed elsewhere during this review (saved from Excel?): "
+                               f"this review's coding is written over it; the changes kept beside it are in "
+                               f"{self.journal.set_aside()}.")
             self.book.save(partial)
+            self.journal.written(partial)
             os.replace(partial, self.path)
+            self.journal.clear()
         except OSError as error:
             self.unsaved = True
             with contextlib.suppress(OSError):
                 partial.unlink(missing_ok=True)
-            raise AppInputError(
-                f"Not saved in {self.path}: {error.strerror or error} (is it open in another program, or its folder "
-                "gone?). The coding stays on this page and is saved with your next change once the file can be "
-                "written; 'Download the coded spreadsheet' holds all of it.") from None
+            raise self._not_saved(error) from None
         self.unsaved = False
 
+    def _not_saved(self, error: OSError) -> AppInputError:
+        return AppInputError(
+            f"Not saved in {self.path}: {error.strerror or error} (is it open in another program, or its folder "
+            "gone?). The coding stays on this page and is saved with your next change once the file can be "
+            "written; 'Download the coded spreadsheet' holds all of it.")
+
     def workbook_bytes(self) -> bytes:
-        """The coded workbook for a download: the file, or the coding held here when the file could not be
-        written."""
+        """The coded workbook for a download: written first (:meth:`save`), then the file; the coding held here
+        when the file cannot be written."""
+        with contextlib.suppress(AppInputError):
+            self.save()
         if not self.unsaved:
             with contextlib.suppress(OSError):
                 return self.path.read_bytes()

@@ -218,7 +218,18 @@ def _one_json_document(path: Path) -> bool:
 
 def read_sheet(path: str | Path | bytes, sheet: str, required: bool = True) -> list[dict[str, Any]]:
     """Rows of one worksheet as dicts keyed by the lower-cased header of row 1 (blank rows skipped). ``path`` may
-    also be a workbook's bytes (a run's spreadsheet held in memory for a download), or a run's CSV (its answers)."""
+    also be a workbook's bytes (a run's spreadsheet held in memory for a download), or a run's CSV (its answers).
+    The ``answers`` sheet of a workbook file comes with the review's changes kept beside it and not yet written
+    into it (:mod:`mlpsych.journal`)."""
+    rows = _sheet_rows(path, sheet, required)
+    if sheet == "answers" and not isinstance(path, bytes) and not is_csv(path):
+        from mlpsych.journal import Journal, apply_to_rows
+
+        rows = apply_to_rows(rows, Journal(path).pending())
+    return rows
+
+
+def _sheet_rows(path: str | Path | bytes, sheet: str, required: bool) -> list[dict[str, Any]]:
     from openpyxl import load_workbook
 
     in_memory = isinstance(path, bytes)

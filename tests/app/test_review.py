@@ -138,11 +138,12 @@ def _choices(path: Path, column: str) -> list[str]:
 
 
 def test_coders_in_excel_pick_yes_or_no_and_the_app_keeps_that(sheet_path: Path, documents):
-    """A coder marking in Excel picks the app's marks from a list; the app's autosave keeps the list, and a second
-    coder's column gets its own."""
+    """A coder marking in Excel picks the app's marks from a list; the workbook the review writes (when the coder
+    leaves a paper) keeps the list, and a second coder's column gets its own."""
     assert _choices(sheet_path, "correct") == ['"yes,no"']
     second = ReviewSheet(sheet_path, documents, coder="2")
     second.mark(second.items("A")[0].row, True)
+    second.save()
     assert _choices(sheet_path, "correct") == ['"yes,no"'] and _choices(sheet_path, "correct_2") == ['"yes,no"']
     read_codings(sheet_path)  # still what `mlpsych agree` reads
 
@@ -189,6 +190,117 @@ def test_an_added_follow_up_answer_is_about_the_entity_chosen_or_mentioned_neare
         ReviewSheet(path, documents).items("A")[-1].bridge_entity == "Support vector machines"
     spans = {(s.question_id, s.text): s.bridge_entity for s in coding_from_sheets([path], documents).spans}
     assert spans[("q4", "predict dropout")] == "random forests"  # what `mlpsych adapt --coded` asks about
+
+
+# ------------------------------------------------------------- each change kept at once, the workbook written later
+
+
+def _crash(path: Path, code: str) -> None:
+    """``code`` run on a review of ``path`` in another Python, which then dies without any clean-up (a crash, a
+    killed app): what it left on disk is all there is."""
+    import subprocess
+    import sys
+
+    script = ("import os\nfrom mlpsych.app.review import ReviewSheet\nfrom mlpsych.documents import Document\n"
+              f"review = ReviewSheet({str(path)!r}, {{'A': Document('A', {TEXT!r}, pages=[(0, {len(TEXT)})])}})\n"
+              "items = {i.answer: i.row for i in review.items('A')}\n" + code + "\nos._exit(9)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 9, done.stderr
+
+
+def test_a_mark_writes_no_workbook_and_survives_a_crash_for_the_review_and_agree(sheet_path: Path, documents):
+    """Each mark wrote the whole workbook (30 s a mark at 1,000 papers): it is kept beside it at once, and a review
+    killed between marks loses none of them: the review reopens with them, `mlpsych agree`, `adapt` and a rerun's
+    check for coding read them, and the workbook takes them when the coder leaves the paper."""
+    from mlpsych.cli.run_cmd import check_not_coded
+    from mlpsych.errors import UserError
+    from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.journal import journal_path
+
+    written = sheet_path.read_bytes()
+    _crash(sheet_path, "review.mark(items['students'], False)\nreview.mark(items['random forests'], True)\n"
+                       "review.correct_to(items['caret'], 'the caret package')\nreview.add('A', 'q1', 'baseline')")
+    assert sheet_path.read_bytes() == written  # no workbook written per change
+    assert journal_path(sheet_path).is_file()
+
+    marks = {i.answer: (i.correct, i.corrected) for i in ReviewSheet(sheet_path, documents).items("A")}
+    assert marks == {"students": (False, ""), "random forests": (True, ""), "caret": (None, "the caret package"),
+                     "baseline": (True, "")}
+    codings, coders = read_codings(sheet_path)  # `mlpsych agree`
+    assert coders == ["correct"] and sorted(c.marks["correct"] for c in codings) == [False, False, True]
+    spans = {(s.text, s.how) for s in coding_from_sheets([sheet_path], documents).spans}  # `mlpsych adapt`
+    assert {("baseline", "added"), ("the caret package", "corrected"), ("students", "wrong")} <= spans
+    with pytest.raises(UserError, match="4 of its answers are coded"):  # a rerun does not write over them
+        check_not_coded(sheet_path)
+
+    review = ReviewSheet(sheet_path, documents)
+    review.note(review.items("A")[0].row, "checked")
+    review.save()  # the coder leaves the paper: the workbook holds it all, and nothing is kept beside it
+    assert not journal_path(sheet_path).exists()
+    from openpyxl import load_workbook
+
+    cells = list(load_workbook(sheet_path, read_only=True)["answers"].iter_rows(values_only=True))  # as Excel shows it
+    header = cells[0]
+    assert sorted(str(r[header.index("correct")]) for r in cells[1:]) == ["None", "no", "yes", "yes"]
+    assert [r["answer"] for r in read_sheet(sheet_path, "answers")] == ["random forests", "students", "caret",
+                                                                        "baseline"]
+
+
+def test_a_crash_while_the_workbook_is_written_loses_and_repeats_nothing(sheet_path: Path, documents):
+    """Killed while the workbook is written: before the new one replaces it, the changes kept beside it still
+    apply; after, they are in it and are not applied twice (an added answer once, not twice)."""
+    from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.journal import journal_path
+
+    _crash(sheet_path, "review.mark(items['students'], False)\nreview.add('A', 'q1', 'baseline')\n"
+                       "import os\nos.replace = lambda *a: os._exit(9)\nreview.save()")  # dies before the rename
+    assert [r["answer"] for r in read_sheet(sheet_path, "answers")][-1] == "baseline"
+    _crash(sheet_path, "review.mark(items['caret'], True)\nreview.journal.clear = lambda: os._exit(9)\n"
+                       "review.save()")  # dies after the rename, the kept changes not yet removed
+    assert journal_path(sheet_path).is_file()
+    rows = read_sheet(sheet_path, "answers")
+    assert [(r["answer"], r["correct"]) for r in rows] == [("random forests", None), ("students", "no"),
+                                                          ("caret", "yes"), ("baseline", "yes")]
+    review = ReviewSheet(sheet_path, documents)
+    assert not journal_path(sheet_path).exists() and len(review.items("A")) == 4
+
+
+def test_changes_kept_for_a_workbook_saved_elsewhere_since_are_not_applied_to_it(sheet_path: Path, documents,
+                                                                                caplog):
+    """The coder stopped, then edited the workbook in Excel (sorted it): the changes kept beside it name rows of
+    the workbook as it was, and applying them would mark other answers. They are left out, with a warning, and
+    the review moves them aside (kept) and says so."""
+    from openpyxl import load_workbook
+
+    from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.journal import journal_path
+
+    _crash(sheet_path, "review.mark(items['students'], False)")
+    book = load_workbook(sheet_path)
+    book.save(sheet_path)  # saved elsewhere
+    assert all(r["correct"] is None for r in read_sheet(sheet_path, "answers"))
+    assert "1 change(s) made in the review are not applied" in caplog.text
+    review = ReviewSheet(sheet_path, documents)
+    assert "were not applied" in review.notice and not journal_path(sheet_path).exists()
+    assert all(i.correct is None for i in review.items("A"))
+    assert sheet_path.with_name("results-changes-not-applied-1.jsonl").is_file()
+
+
+def test_a_review_leaving_its_paper_keeps_another_coders_changes(sheet_path: Path, documents):
+    """Two coders in two sessions on one workbook: the first one's workbook, written when it left the paper, took
+    the second's marks made meanwhile along (each write was of its own session's coding, and wrote over the
+    other's)."""
+    first = ReviewSheet(sheet_path, documents)
+    second = ReviewSheet(sheet_path, documents, coder="2")
+    for item in first.items("A"):
+        first.mark(item.row, item.answer != "students")
+    for item in second.items("A"):
+        second.mark(item.row, item.answer == "random forests")
+    first.save()
+    codings, coders = read_codings(sheet_path)
+    assert coders == ["correct", "correct_2"]
+    assert sorted((c.marks["correct"], c.marks["correct_2"]) for c in codings) == [
+        (False, False), (True, False), (True, True)]
 
 
 # ------------------------------------------------------------------------------------------- the page (AppTest)
@@ -265,6 +377,31 @@ def test_page_adds_a_follow_up_answer_about_the_technique_chosen(tmp_path: Path)
         [s.value for s in at.success]
     added = ReviewSheet(path, {"A": Document("A", TEXT)}).items("A")[-1]
     assert (added.answer, added.bridge_entity) == ("predict dropout", "Support vector machines")
+
+
+def test_the_page_writes_the_workbook_when_the_coder_moves_to_another_paper(tmp_path: Path):
+    """A mark on the page is kept beside the workbook at once; the workbook takes it when the coder picks another
+    paper (or downloads it), as a coder handing it on or opening it in Excel needs."""
+    pytest.importorskip("streamlit")
+    from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.journal import journal_path
+
+    docs = [Document(p, TEXT, pages=[(0, len(TEXT))], source_path=f"/papers/{p}.pdf") for p in "AB"]
+    start = TEXT.index("caret")
+    sheet = write_result(RunResult(docs, load_question_set("mlpsych").select(["q2"]), [
+        Answer(d.id, "q2", "caret", "extractive", ["m"], 0.5, start, start + 5, 1, TEXT, final=True, confidence=0.5)
+        for d in docs]), tmp_path / "results.xlsx")
+    texts = tmp_path / "texts.jsonl"
+    write_jsonl(docs, texts)
+    written = sheet.read_bytes()
+    at = open_in_page(sheet, texts)
+    rid = at.session_state["review_id"]
+    at.radio(key=f"mark:{rid}:2").set_value("wrong").run()
+    assert not at.exception and sheet.read_bytes() == written and journal_path(sheet).is_file()
+    at.selectbox(key=f"review_paper:{rid}").set_value("B").run()
+    assert not at.exception and not at.error and not journal_path(sheet).exists()
+    assert [r["correct"] for r in read_sheet(sheet, "answers")] == ["no", None]
+    assert "A (1 of 1 coded)" in at.selectbox(key=f"review_paper:{rid}").options
 
 
 # ---------------------------------------------------------------------------------- re-reading with an adapted reader
