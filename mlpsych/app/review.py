@@ -96,6 +96,10 @@ class ReviewSheet:
         self._index = {name: i + 1 for i, name in enumerate(self.header)}
         for column in self.columns:
             self._column(column)
+        # what every redraw shows, read once from the 35,000 rows of a large study (3 s a redraw) and again only
+        # for a paper a change touched
+        self._counts: dict[str, tuple[int, int]] = {}
+        self._questions: dict[str, str] | None = None
         self.journal = Journal(self.path)
         self.notice = self._changes_kept()
         self._rows = self._rows_by_paper()
@@ -134,6 +138,9 @@ class ReviewSheet:
             for name, value in values.items():
                 self._column(name)
                 self._set(row, name, value)
+            self._counts.pop(str(self._get(row, "paper_id") or ""), None)
+            if "question_id" in values:
+                self._questions = None
 
     # -- reading -----------------------------------------------------------------------------------------------
     def _rows_by_paper(self) -> dict[str, list[int]]:
@@ -163,6 +170,8 @@ class ReviewSheet:
 
     def questions(self) -> dict[str, str]:
         """Question id -> question text, as the sheet has them (a follow-up's own sub-question aside)."""
+        if self._questions is not None:
+            return dict(self._questions)
         out: dict[str, str] = {}
         for row in range(2, self.sheet.max_row + 1):
             qid = str(self._get(row, "question_id") or "")
@@ -170,7 +179,8 @@ class ReviewSheet:
                 out.setdefault(qid, str(self._get(row, "question") or ""))
             elif qid:
                 out.setdefault(qid, "")
-        return out
+        self._questions = out
+        return dict(out)
 
     def entities(self, paper_id: str, question_id: str | None = None) -> list[str]:
         """The bridge entities (e.g. q1's techniques) that the paper's follow-up rows ask about, in sheet order;
@@ -206,8 +216,10 @@ class ReviewSheet:
 
     def coded_count(self, paper_id: str) -> tuple[int, int]:
         """(answers coded, answers) of a paper, the coder's added answers not counted."""
-        items = [i for i in self.items(paper_id) if i.stage != CODER_STAGE]
-        return sum(i.coded for i in items), len(items)
+        if paper_id not in self._counts:
+            items = [i for i in self.items(paper_id) if i.stage != CODER_STAGE]
+            self._counts[paper_id] = sum(i.coded for i in items), len(items)
+        return self._counts[paper_id]
 
     def coded_counts(self) -> dict[str, tuple[int, int]]:
         """:meth:`coded_count` of every paper, in sheet order: what the paper menu shows on every redraw."""
@@ -288,6 +300,7 @@ class ReviewSheet:
             if state == "pending":
                 self._apply(changes)
                 self._rows = self._rows_by_paper()
+                self._counts.clear()
             elif state == "stale":
                 self.notice = (f"{self.path.name} was changed elsewhere during this review (saved from Excel?): "
                                f"this review's coding is written over it; the changes kept beside it are in "
