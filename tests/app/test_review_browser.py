@@ -23,7 +23,7 @@ def open_review(page, sheet: Path, texts: Path) -> None:
         box.press("Enter")
         page.wait_for_timeout(300)
     page.get_by_role("button", name="Open the review", exact=True).click()
-    page.get_by_text("saved as you go in").wait_for()
+    page.get_by_text("each change is kept at once beside").wait_for()
 
 
 ORDER = ["students", "caret", "random forests"]  # least sure first, as the page lists them
