@@ -37,7 +37,7 @@ class AnswerStage(StrEnum):
     EXTRACTIVE = "extractive"  # a reader's spans, after merging
     NORMALIZED = "normalized"  # an LLM list item grounded in the paper
     UNGROUNDED = "ungrounded"  # an LLM item the paper does not contain, kept apart for review
-    CODER = "coder"  # a sheet row a coder added in the review view (never produced by a run)
+    CODER = "coder"  # a sheet row a coder added in the review view (never produced by a run; `--keep-coding` keeps it)
 
 
 @dataclass
@@ -62,6 +62,9 @@ class Answer:
     ensemble: bool = False  # combined over several models (rather than one model's own list)
     final: bool = False  # part of the paper's answer in the spreadsheet (the rest is kept for evaluation)
     confidence: float | None = None  # final answers: the calibrated probability a coder marks it correct
+    # A row kept from a coded sheet (`mlpsych run --keep-coding`): its cells of the columns a run does not write
+    # (correct, corrected_answer, notes, a second coder's correct_2, a lab's own), written back as they were.
+    coder: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.stage = AnswerStage(self.stage)  # a misspelt stage fails here, not in a sheet

@@ -78,13 +78,23 @@ def shown(text: str) -> str:
 
 
 def _answer_row(a: Answer, question: str, source_file: str) -> dict:
+    """The row's columns (:data:`ANSWER_COLUMNS`), then the coder's cells of a row kept from a coded sheet. A
+    coder's added answer has no reader score: its cell stays blank, as the review view wrote it."""
+    score = None if a.stage == AnswerStage.CODER else float(f"{a.score:.4g}")
     return {
         "paper_id": a.doc_id, "source_file": source_file, "question_id": a.question_id,
         "question": question, "answer": shown(a.text), "stage": str(a.stage), "models": list(a.models),
-        "ensemble": a.ensemble, "final": a.final, "score": float(f"{a.score:.4g}"), "confidence": a.confidence,
+        "ensemble": a.ensemble, "final": a.final, "score": score, "confidence": a.confidence,
         "start": a.start,
-        "end": a.end, "page": a.page, "evidence": a.evidence, "bridge_entity": a.bridge_entity,
+        "end": a.end, "page": a.page, "evidence": a.evidence, "bridge_entity": a.bridge_entity, **a.coder,
     }
+
+
+def coder_header(rows: Iterable[dict]) -> list[str]:
+    """The coder columns of the answers: :data:`CODER_COLUMNS`, then any other column of coding kept from a coded
+    sheet (a second coder's ``correct_2``, a column of the lab's own), in the order first met."""
+    written = {*ANSWER_COLUMNS, *CODER_COLUMNS}
+    return CODER_COLUMNS + list(dict.fromkeys(k for row in rows for k in row if k not in written))
 
 
 def without_unwritable_papers(result: RunResult) -> RunResult:
@@ -202,17 +212,18 @@ def run_rows(result: RunResult) -> list[tuple[str, str]]:
 
 def write_jsonl(result: RunResult, path: Path) -> None:
     with path.open("w", encoding="utf-8") as f:
-        for row in answer_rows(result):
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        for row in answer_rows(result):  # a kept coder's cell may be a date: written as its text
+            f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
 
 
 def write_csv(result: RunResult, path: Path) -> None:
-    """The final answers, with the coder columns blank: a CSV is a coding form too (`adapt`, `agree`, `calibrate`
-    and `eval` read it back)."""
+    """The final answers, with the coder columns blank (but for coding kept from a coded sheet): a CSV is a coding
+    form too (`adapt`, `agree`, `calibrate` and `eval` read it back)."""
+    rows = answer_rows(result, final_only=True)
     with path.open("w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=ANSWER_COLUMNS + CODER_COLUMNS, restval="")
+        writer = csv.DictWriter(f, fieldnames=ANSWER_COLUMNS + coder_header(rows), restval="")
         writer.writeheader()
-        for row in answer_rows(result, final_only=True):
+        for row in rows:
             writer.writerow({k: csv_text(v) for k, v in {**row, "models": "+".join(row["models"])}.items()})
 
 
@@ -224,11 +235,12 @@ def write_xlsx(result: RunResult, path: Path) -> None:
 
     wb = Workbook()
     papers = paper_rows(result)
+    finals = answer_rows(result, final_only=True)
+    coder = coder_header(finals)
     sheets = {
         "papers": (list(papers[0].keys()) if papers else ["paper_id", "source_file", "status", "text_notes"],
                    [list(r.values()) for r in papers]),
-        "answers": (ANSWER_COLUMNS + CODER_COLUMNS,
-                    [_cells(r) + [None] * len(CODER_COLUMNS) for r in answer_rows(result, final_only=True)]),
+        "answers": (ANSWER_COLUMNS + coder, [_cells(r) + [r.get(c) for c in coder] for r in finals]),
         "frequencies": (FREQUENCY_COLUMNS, [[r[c] for c in FREQUENCY_COLUMNS] for r in frequency_rows(result)]),
         "model_answers": (ANSWER_COLUMNS, [_cells(r) for r in answer_rows(result)
                                          if not r["final"] and r["stage"] != "ungrounded"]),

@@ -134,7 +134,7 @@ def locate(needle: str, text: str, near: int | None = None) -> tuple[int, int] |
     return min(found, key=lambda span: abs(span[0] - near)) if near is not None else found[0]
 
 
-def _offset(value: Any) -> int | None:
+def cell_offset(value: Any) -> int | None:
     """A sheet or JSON cell as a char offset (None when blank or not a number)."""
     if isinstance(value, bool):
         return None
@@ -146,7 +146,7 @@ def _offset(value: Any) -> int | None:
 
 def _place(text: str, doc: Document, start: Any, end: Any) -> tuple[int, int] | None:
     """The span's offsets when they still hold ``text``, else where ``text`` is (nearest to ``start``)."""
-    a, b = _offset(start), _offset(end)
+    a, b = cell_offset(start), cell_offset(end)
     if a is not None and b is not None and text.strip() and doc.text[a:b].strip() == text.strip():
         return a, b
     return locate(text, doc.text, a)

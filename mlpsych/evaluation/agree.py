@@ -76,11 +76,11 @@ def read_codings(path: str | Path) -> tuple[list[Coding], list[str]]:
         question = str(row.get("question_id") or "").strip()
         stage = str(row.get("stage") or "").strip().lower()
         groups = row_groups(row, "normalized" if stage != "extractive" else stage, len(models_of[question]) > 1)
-        codings.append(Coding(question, groups, stage, marks, _final(row, stage)))
+        codings.append(Coding(question, groups, stage, marks, final_cell(row, stage)))
     return codings, coders
 
 
-def _final(row: dict[str, Any], stage: str) -> bool:
+def final_cell(row: dict[str, Any], stage: str) -> bool:
     """Whether a row is one of the paper's answers: its ``final`` cell, else (a sheet without one) any row but an
     ungrounded item. A run that keeps ungrounded items (the reference preset) writes them as final."""
     value = row.get("final")

@@ -54,6 +54,7 @@ class RunInfo:
     llm_prompts_generated: int = 0
     engine: str | None = None
     workers: int | None = None  # the Ray engine's actors
+    kept_coding: str | None = None  # `run --keep-coding`: what was kept from which coded sheet (a sentence)
 
     # Counts that add up over a Ray engine's chunks (the other facts are the same for every chunk).
     SUMMED: ClassVar[tuple[str, ...]] = ("cache_hits", "cache_misses", "windows_read", "llm_prompts_generated")
@@ -75,7 +76,7 @@ class RunInfo:
         del data["capped"]
         if not data["warnings"]:
             del data["warnings"]
-        for key in ("calibrator", "llm_dtype", "engine", "workers"):
+        for key in ("calibrator", "llm_dtype", "engine", "workers", "kept_coding"):
             if data[key] is None:
                 del data[key]
         return data

@@ -298,7 +298,7 @@ def test_ungrounded_items_a_run_kept_as_answers_count_for_its_precision():
     right = agree.Coding("q1", ["m"], "normalized", {"correct": True})
     kept = agree.Coding("q1", ["m"], "ungrounded", {"correct": False}, final=True)
     apart = agree.Coding("q1", ["m"], "ungrounded", {"correct": False}, final=False)
-    assert [agree._final({"final": v}, "ungrounded") for v in (True, "TRUE", "False", None)] == \
+    assert [agree.final_cell({"final": v}, "ungrounded") for v in (True, "TRUE", "False", None)] == \
         [True, True, False, False]
     for codings, expected in (([right, kept], 0.5), ([right, apart], 1.0)):
         rows = {(r.question, r.model): r for r in agree.precision_table(codings, ["correct"])}
