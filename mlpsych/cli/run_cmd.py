@@ -18,6 +18,7 @@ from mlpsych.questions import QuestionSet
 from mlpsych.settings import PRESETS, RunSettings, build_settings
 
 if TYPE_CHECKING:
+    from mlpsych.coding.keep import KeptCoding
     from mlpsych.pipeline import RunResult
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-entity-anchor", action="store_true",
                    help="sub-questions score all windows instead of only those mentioning their entity (default: "
                         "only those, when retrieving)")
+    p.add_argument("--keep-coding", type=Path, default=None, metavar="CODED",
+                   help="a coded results sheet (.xlsx or its .csv) whose coding the new sheet keeps: for each paper "
+                        "and question coded in it (correct, corrected_answer or another coder column filled in, or "
+                        "an answer a coder added), its rows as they are, coder columns and added rows included, "
+                        "instead of this run's; papers with every question of this run coded are not read again; "
+                        "coding of papers or questions this run does not have stays in CODED only (the summary "
+                        "says how much); --out must be another file (default: none, every answer this run's)")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local: this process (default); ray: papers spread over a Ray cluster (docs/scale.md)")
     p.add_argument("--address", default=None,
@@ -133,12 +141,30 @@ def settings_from_args(args: argparse.Namespace, questions: QuestionSet) -> tupl
         raise UserError(f"--{dest.replace('_', '-')} {error.value}: {error.reason}") from None
 
 
+def kept_coding_from_args(args: argparse.Namespace) -> KeptCoding | None:
+    """The coding ``--keep-coding`` carries into the new sheet, read before any paper is. The new sheet goes to
+    another file: CODED stays as its coders left it (a write over it that failed halfway would lose their work)."""
+    from mlpsych.coding.keep import read_kept_coding
+
+    coded: Path | None = getattr(args, "keep_coding", None)
+    if coded is None:
+        return None
+    if coded.resolve() == args.out.resolve():
+        raise UserError(f"--out {args.out} is the --keep-coding sheet: the new sheet, its coding kept, goes to another "
+                        f"file (e.g. --out {coded.with_name(f'{coded.stem}-2{coded.suffix}')}); {coded} stays as its "
+                        "coders left it")
+    try:
+        return read_kept_coding(coded)
+    except EvalInputError as error:
+        raise UserError(str(error)) from None
+
+
 def check_not_coded(out: Path) -> None:
     """A results sheet a coder has begun to fill in is not written over: a rerun with the default --out results.xlsx
     replaced a coder's work without a word. Any cell a run does not write counts (``correct``, a second coder's
     ``correct_2``, a column of the coder's own), so no coder's work is lost to a rerun."""
+    from mlpsych.coding.keep import coded_columns
     from mlpsych.evaluation.evaluate import read_sheet
-    from mlpsych.export import ANSWER_COLUMNS
 
     if out.suffix.lower() not in (".xlsx", ".csv") or not out.is_file():
         return
@@ -146,14 +172,12 @@ def check_not_coded(out: Path) -> None:
         rows = read_sheet(out, "answers", required=False)
     except EvalInputError:  # not a workbook: written over, as any other file
         return
-    written = {*ANSWER_COLUMNS, "_row"}
-    filled = [[k for k, v in row.items() if k not in written and str(v if v is not None else "").strip()]
-              for row in rows]
+    filled = [coded_columns(row) for row in rows]
     if coded := sum(map(bool, filled)):
         columns = ", ".join(dict.fromkeys(k for row in filled for k in row))
         raise UserError(f"--out {out}: {coded} of its answers are coded ({columns} filled in), and this run would "
                         f"write over them: give another --out file (the coded sheet is what mlpsych agree, adapt and "
-                        f"calibrate read)")
+                        f"calibrate read; --keep-coding {out} carries its coding into the new one)")
 
 
 # Flags that only say how windows are retrieved (their dests, with the value that asks for nothing); of them, those a
@@ -246,6 +270,8 @@ def summary(result: RunResult, out: Path, seconds: float) -> list[str]:
     lines = [f"{len(result.documents)} papers, {answered} answers -> {out} in {format_seconds(seconds)}"
              + (f" ({len(result.errors)} papers with problems: see the status column)" if result.errors else "")]
     lines += _listed(result.errors, "papers with problems")
+    if result.info.kept_coding:
+        lines.append(result.info.kept_coding)
     noted = {d.id: d.notes for d in result.documents if d.notes and d.id not in result.errors}
     if noted:
         where = ", in the papers sheet's text_notes column" if out.suffix.lower() == ".xlsx" else ""
@@ -274,6 +300,7 @@ def _listed(lines_of: dict[str, list[str]], what: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from mlpsych.cli.ingest_cmd import ingest_from_args
     from mlpsych.coding.adapt import AdaptError, use_adapted
+    from mlpsych.coding.keep import keep_coding
     from mlpsych.engines import EngineError, get_engine
     from mlpsych.export import WRITERS, write_result
     from mlpsych.ingest import discover
@@ -285,6 +312,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out.suffix.lower() not in WRITERS:
         raise UserError(f"--out {args.out}: use a .xlsx, .csv or .jsonl file name")
     check_output(args.out)
+    kept = kept_coding_from_args(args)
     check_not_coded(args.out)
     try:
         get_engine(args.engine, address=args.address, workers=args.workers)  # a bad combination fails first
@@ -307,18 +335,22 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "local":  # a Ray cluster's nodes may hold models this machine does not
         check_models(questions, settings, args.cache)
     documents = ingest_from_args(args, args.papers)
-    line = None if args.no_progress or args.engine != "local" else progress_line(questions, settings, documents,
+    done = kept.papers_done([d.id for d in documents], [q.id for q in questions.questions]) if kept else set()
+    to_read = [d for d in documents if d.id not in done]  # a paper coded for every question is not read again
+    line = None if args.no_progress or args.engine != "local" else progress_line(questions, settings, to_read,
                                                                                   args.cache)
     try:
         engine = get_engine(args.engine, address=args.address, workers=args.workers,
                             on_progress=line.update if line else None)
         with line or nullcontext():  # one overall line instead of the pipeline's bar per stage
-            result = engine.run(questions, settings, documents, args.cache,
+            result = engine.run(questions, settings, to_read, args.cache,
                                 progress=not args.no_progress and line is None)
     except ModelLoadError as error:
         raise UserError(f"{error} (finished work is kept in the cache)") from None
     except EngineError as error:
         raise UserError(str(error)) from None
+    if kept:  # after the engine, whichever it is: the coded rows replace the run's, over every paper
+        result = keep_coding(result, kept, documents)
     try:
         write_result(result, args.out)
     except OutputError as error:

@@ -1,0 +1,202 @@
+"""`mlpsych run --keep-coding CODED`: a rerun's sheet holds the coding so far, coded papers are not read again."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from openpyxl import load_workbook
+
+from mlpsych.cli import main
+from mlpsych.coding.coded import coding_from_sheets
+from mlpsych.evaluation.agree import read_codings
+from mlpsych.evaluation.evaluate import read_sheet
+from mlpsych.ingest import load_documents
+
+FULL, PART, FRESH, GONE = "burnout-survey-text", "moral-language-speeches", "online-course-dropout", \
+    "social-media-wellbeing"
+ASKED = ("q1", "q2", "q3")  # the second run's questions: q4 is coded, and not asked
+KEPT_COLUMNS = ("paper_id", "question_id", "answer", "stage", "models", "final", "confidence", "start", "end", "page",
+                "evidence", "bridge_entity", "correct", "corrected_answer", "notes", "correct_2")
+
+
+def run_cli(*args) -> int:
+    return main(["run", *map(str, args), "--no-progress", "--max-length", "256", "--stride", "64",
+                 "--max-sub-questions", "2"])
+
+
+@pytest.fixture(scope="module")
+def first(examples_dir, tiny_questions, tmp_path_factory) -> tuple[Path, Path]:
+    """A first run's workbook on the example papers, and its cache."""
+    folder = tmp_path_factory.mktemp("first")
+    out, cache = folder / "results.xlsx", folder / "cache"
+    assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", out, "--cache", cache) == 0
+    return out, cache
+
+
+def code(sheet: Path, coded: Path) -> None:
+    """A coder's work on a first run's sheet: every question of FULL coded (one row marked, or one added where the
+    run had none); in PART a q1 answer marked wrong, another corrected, a q2 answer added, q4 marked (q3 left);
+    a q1 answer of GONE marked; a second coder's column with one mark."""
+    book = load_workbook(sheet)
+    answers = book["answers"]
+    header = [c.value for c in answers[1]] + ["correct_2"]
+    answers.cell(row=1, column=len(header), value="correct_2")
+    column = {name: i + 1 for i, name in enumerate(header)}
+    rows: dict[tuple[str, str], list[int]] = {}
+    for number in range(2, answers.max_row + 1):
+        key = (answers.cell(number, column["paper_id"]).value, answers.cell(number, column["question_id"]).value)
+        rows.setdefault(key, []).append(number)
+
+    def put(row: int, **cells) -> None:
+        for name, value in cells.items():
+            answers.cell(row=row, column=column[name], value=value)
+
+    for question in ("q1", "q2", "q3", "q4"):
+        if rows.get((FULL, question)):
+            put(rows[(FULL, question)][0], correct="yes")
+        else:
+            put(answers.max_row + 1, paper_id=FULL, question_id=question, answer="survey", stage="coder", final=True,
+                correct="yes")
+    part_q1 = rows[(PART, "q1")]
+    put(part_q1[0], correct="no", notes="not a technique", correct_2="no")
+    if len(part_q1) > 1:
+        put(part_q1[1], corrected_answer="moral foundations")
+    put(answers.max_row + 1, paper_id=PART, question_id="q2", answer="speeches", stage="coder", final=True,
+        ensemble=False, correct="yes", notes="added by the coder")
+    put(rows[(PART, "q4")][0] if rows.get((PART, "q4")) else answers.max_row + 1, paper_id=PART, question_id="q4",
+        correct="yes")
+    put(rows[(GONE, "q1")][0], correct="yes")
+    book.save(coded)
+
+
+def projection(rows: list[dict], pairs: set[tuple[str, str]]) -> Counter:
+    """The rows of these (paper, question) pairs, as the columns a kept row keeps."""
+    return Counter(tuple(str(r.get(c)) if r.get(c) not in (None, "") else "" for c in KEPT_COLUMNS)
+                   for r in rows if (r["paper_id"], r["question_id"]) in pairs)
+
+
+def judged(sheet: Path) -> Counter:
+    """The answers `mlpsych agree` finds judged: question, stage and each coder's mark."""
+    return Counter((c.question, c.stage, tuple(sorted(c.marks.items()))) for c in read_codings(sheet)[0]
+                   if any(m is not None for m in c.marks.values()))
+
+
+def pairs_of(rows: list[dict], papers: set[str], questions: tuple[str, ...]) -> set[tuple[str, str]]:
+    return {(r["paper_id"], r["question_id"]) for r in rows if r["paper_id"] in papers and r["question_id"] in questions}
+
+
+@pytest.mark.slow
+def test_a_rerun_keeps_the_coding_and_reads_only_what_is_not_coded(first, examples_dir, tiny_questions, tmp_path,
+                                                                    capsys, monkeypatch):
+    from mlpsych.engines.local import LocalEngine
+
+    sheet, cache = first
+    coded = tmp_path / "coded.xlsx"
+    code(sheet, coded)
+    papers = tmp_path / "papers"  # the folder of the second round: GONE is no longer in it
+    papers.mkdir()
+    for paper in (FULL, PART, FRESH):
+        shutil.copy(examples_dir / "papers" / f"{paper}.txt", papers)
+    read: list[str] = []
+    engine_run = LocalEngine.run
+
+    def spy(self, questions, settings, documents, *args, **kwargs):
+        read.extend(d.id for d in documents)
+        return engine_run(self, questions, settings, documents, *args, **kwargs)
+
+    monkeypatch.setattr(LocalEngine, "run", spy)
+    capsys.readouterr()
+    out = tmp_path / "round-2.xlsx"
+    assert run_cli(papers, "--questions", tiny_questions, "--only", ",".join(ASKED), "--out", out, "--cache", cache,
+                   "--keep-coding", coded) == 0
+    summary = capsys.readouterr().out
+    assert sorted(read) == sorted([PART, FRESH])  # every question of FULL is coded: FULL was not read
+
+    old, new = read_sheet(coded, "answers"), read_sheet(out, "answers")
+    coded_pairs = {(PART, "q1"), (PART, "q2")} | {(FULL, q) for q in ASKED}
+    assert projection(new, coded_pairs) == projection(old, coded_pairs)  # as they were, coder columns and all
+    assert {r["paper_id"] for r in new} == {FULL, PART, FRESH}
+    assert {r["question_id"] for r in new} <= set(ASKED)
+    fresh = pairs_of(old, {FRESH}, ASKED) | {(PART, "q3")}
+    assert projection(new, fresh) == projection(old, fresh)  # this run's rows (the cache's), uncoded
+    assert all(not r.get("correct") and not r.get("notes") for r in new if (r["paper_id"], r["question_id"]) in fresh)
+    added = [r for r in new if r["stage"] == "coder" and r["paper_id"] == PART]
+    assert len(added) == 1 and added[0]["score"] is None and added[0]["notes"] == "added by the coder"
+
+    # adapt and agree read the same coding from the new sheet as from the coded one (where the run has it)
+    documents = {d.id: d for d in load_documents(examples_dir / "papers", progress=False)}
+    before, after = coding_from_sheets([coded], documents), coding_from_sheets([out], documents)
+    in_run = [s for s in before.spans if s.paper_id != GONE and s.question_id in ASKED]
+    assert sorted(in_run, key=repr) == sorted(after.spans, key=repr) and in_run
+    assert after.pairs == {p for p in before.pairs if p[0] != GONE and p[1] in ASKED}
+    old_marks, new_marks = judged(coded), judged(out)
+    # left out: the marks of GONE (not in this run) and q4 (not asked) of FULL and PART
+    assert new_marks <= old_marks and sum((old_marks - new_marks).values()) == 3
+
+    # the workbook is built from the combined rows, and says what was kept
+    book = load_workbook(out, read_only=True)
+    papers_sheet = {r[0]: r for r in book["papers"].iter_rows(min_row=2, values_only=True)}
+    assert set(papers_sheet) == {FULL, PART, FRESH} and papers_sheet[FULL][3]
+    run_sheet = dict(book["run"].iter_rows(min_row=2, values_only=True))
+    assert f"coding kept from {coded}" in run_sheet["kept_coding"]
+    assert "1 paper with every question coded not read again" in run_sheet["kept_coding"]
+    assert "1 paper coded in" in summary and f"is not among this run's papers: not in this sheet, their coding stays " \
+        f"in {coded}" in summary
+    assert "1 question coded in" in summary and "(q4) is not asked by this run" in summary
+    assert f"coding kept from {coded}" in summary
+
+    # the same from the coded sheet saved as CSV, into a CSV
+    coded_csv = tmp_path / "coded.csv"
+    with coded_csv.open("w", encoding="utf-8", newline="") as f:
+        names = [k for k in old[0] if k != "_row"]
+        writer = csv.DictWriter(f, fieldnames=names)
+        writer.writeheader()
+        writer.writerows({k: ("" if r.get(k) is None else r[k]) for k in names} for r in old)
+    out_csv = tmp_path / "round-2.csv"
+    assert run_cli(papers, "--questions", tiny_questions, "--only", ",".join(ASKED), "--out", out_csv, "--cache",
+                   cache, "--keep-coding", coded_csv) == 0
+    assert projection(read_sheet(out_csv, "answers"), coded_pairs) == projection(old, coded_pairs)
+
+
+def one_line_error(capsys) -> str:
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("mlpsych: error:")]
+    assert len(errors) == 1
+    return errors[0]
+
+
+def test_what_cannot_keep_coding_is_refused_before_any_paper_is_read(examples_dir, tiny_questions, tmp_path, capsys):
+    from openpyxl import Workbook
+
+    def sheet(name: str, *rows: list) -> Path:
+        book = Workbook()
+        book.active.title = "answers"
+        for row in [["paper_id", "question_id", "answer", "stage", "correct", "corrected_answer", "notes"], *rows]:
+            book.active.append(row)
+        book.save(tmp_path / name)
+        return tmp_path / name
+
+    def refused(coded: Path, out: Path | None = None) -> str:
+        assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", out or tmp_path / "new.xlsx",
+                       "--keep-coding", coded) == 2
+        return one_line_error(capsys)
+
+    coded = sheet("coded.xlsx", [FULL, "q1", "survey", "extractive", "yes", None, None])
+    assert "is the --keep-coding sheet" in refused(coded, coded)
+    assert "is the --keep-coding sheet" in refused(coded, tmp_path / "." / "coded.xlsx")
+    other = sheet("other.xlsx", [FULL, "q1", "survey", "extractive", None, None, "checked"])
+    assert "1 of its answers are coded" in refused(coded, other)  # another coded --out is still not written over
+    uncoded = sheet("uncoded.xlsx", [FULL, "q1", "survey", "extractive", None, None, None])
+    assert "none of its answers is coded" in refused(uncoded)
+    (tmp_path / "notes.txt").write_text("not a sheet", encoding="utf-8")
+    assert "expected the results sheet of `mlpsych run`" in refused(tmp_path / "notes.txt")
+    papers_only = tmp_path / "papers-only.xlsx"
+    load_workbook(coded).save(papers_only)
+    book = load_workbook(papers_only)
+    book["answers"].title = "papers"
+    book.save(papers_only)
+    assert "no sheet named 'answers'" in refused(papers_only)
+    assert not (tmp_path / "new.xlsx").exists()
