@@ -586,6 +586,9 @@ def reread_section(sheet) -> None:
     """Adapt a reader on this coding and re-read the papers with it: a button that runs the two commands in the
     background (their progress below, polled), and the same commands to copy."""
     with st.expander("Re-read the papers not coded yet with a reader adapted on this coding"):
+        st.caption("The new spreadsheet keeps this coding as it is (every paper and question coded, added answers "
+                   "too) and holds the adapted reader's answers for the rest; papers coded for every question are "
+                   "not read again. Continue the review in it.")
         questions = state.get("outcome").result.questions if state.get("outcome") and state.outcome.result else None
         reader = st.text_input("Reader to adapt", key="reread_reader",
                                value=questions.questions[0].models[0] if questions else "")

@@ -1,8 +1,10 @@
-"""Re-reading from the page: adapt a reader on the review's coding, then read the papers again with it.
+"""Re-reading from the page: adapt a reader on the review's coding, then read the papers not coded yet with it.
 
-The two steps are the command line's own (`mlpsych adapt`, then `mlpsych run --adapted`), run one after the other
-in the background so the page stays usable and a closed page does not stop them; their output goes to a log beside
-the spreadsheet. The page shows the same commands, for a researcher who prefers to run them elsewhere.
+The two steps are the command line's own (`mlpsych adapt`, then `mlpsych run --adapted --keep-coding`), run one after
+the other in the background so the page stays usable and a closed page does not stop them; their output goes to a
+log beside the spreadsheet. The re-read keeps the review's coding: its sheet holds the coded papers and questions as
+coded and the adapted reader's answers for the rest, so the coder goes on in that one sheet. The page shows the same
+commands, for a researcher who prefers to run them elsewhere.
 """
 
 from __future__ import annotations
@@ -59,14 +61,16 @@ class RereadPlan:
 def plan_reread(review: ReviewSheet, reader: str, papers: str, *, questions: str = "mlpsych",
                 normalize: bool = True, min_answers: int | None = None) -> RereadPlan:
     """Adapt ``reader`` on the coding of ``review`` (its papers in ``papers``: a folder, texts.jsonl or text.json)
-    and re-read ``papers`` with the adapted reader for the questions it learnt; files go beside the spreadsheet."""
+    and re-read ``papers`` with the adapted reader for the questions it learnt, keeping the review's coding (a paper
+    coded for every question is not read again); files go beside the spreadsheet."""
     stem = review.path.with_name(review.path.stem)
     reader_dir = Path(f"{stem}-adapted-reader")
     results = Path(f"{stem}-reread.xlsx")
     papers = papers or "PAPERS"
     adapt = ["adapt", "--reader", reader, "--texts", papers, "--coded", str(review.path), "--out", str(reader_dir),
              "--questions", questions, *(["--min-answers", str(min_answers)] if min_answers is not None else [])]
-    run = ["run", papers, "--questions", questions, "--adapted", str(reader_dir), "--out", str(results)]
+    run = ["run", papers, "--questions", questions, "--adapted", str(reader_dir), "--keep-coding", str(review.path),
+           "--out", str(results)]
     if not normalize:
         run.append("--no-normalize")
     uncoded = [p for p, (coded, _) in review.coded_counts().items() if coded == 0]
@@ -122,9 +126,11 @@ class RereadJob:
         if self.stage == ADAPTING:
             return f"Adapting the reader on this coding (log: {self.plan.log})"
         if self.stage == READING:
-            return f"Re-reading the papers with the adapted reader {self.plan.reader_dir} (log: {self.plan.log})"
+            return (f"Re-reading the papers not coded yet with the adapted reader {self.plan.reader_dir} (log: "
+                    f"{self.plan.log})")
         if self.stage == DONE:
-            return f"Done: the papers re-read with the adapted reader are in {self.plan.results}"
+            return (f"Done: {self.plan.results} holds this coding and the adapted reader's answers for what was "
+                    "not coded yet: continue the review in it")
         return f"The re-read stopped: {_last_error(self.plan.log)} (the whole output is in {self.plan.log})"
 
 

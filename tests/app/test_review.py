@@ -416,9 +416,16 @@ def coded_review(sheet: Path) -> ReviewSheet:
     return review
 
 
-def texts_file(tmp_path: Path) -> Path:
+OTHER = "We trained gradient boosting on 300 essays in Python. Logistic regression was the baseline."
+
+
+def texts_file(tmp_path: Path, *, uncoded: bool = False) -> Path:
+    """The review's paper A; ``uncoded``: and a paper B nobody coded yet."""
     texts = tmp_path / "texts.jsonl"
-    write_jsonl([Document("A", TEXT, pages=[(0, len(TEXT))], source_path="/papers/A.pdf")], texts)
+    documents = [Document("A", TEXT, pages=[(0, len(TEXT))], source_path="/papers/A.pdf")]
+    if uncoded:
+        documents.append(Document("B", OTHER, pages=[(0, len(OTHER))], source_path="/papers/B.pdf"))
+    write_jsonl(documents, texts)
     return texts
 
 
@@ -430,21 +437,30 @@ def test_adapt_and_reread_run_in_the_background(tmp_path: Path, sheet_path: Path
 
     review = coded_review(sheet_path)
     # a few coded answers: the reader answers every coded question (the default asks 16 answers of a question)
-    plan = plan_reread(review, str(tiny_models["bert"]), str(texts_file(tmp_path)), questions=str(tiny_questions),
-                       normalize=False, min_answers=1)
+    plan = plan_reread(review, str(tiny_models["bert"]), str(texts_file(tmp_path, uncoded=True)),
+                       questions=str(tiny_questions), normalize=False, min_answers=1)
     assert plan.uncoded == [] and "--no-normalize" in plan.run and "--min-answers" in plan.adapt
+    assert plan.run[plan.run.index("--keep-coding") + 1] == str(sheet_path)
     assert plan.commands().splitlines()[0].startswith(f"mlpsych adapt --reader {tiny_models['bert']} --texts ")
     job = RereadJob(plan)
     assert job.poll().stage == "adapting"
     status = job.wait(timeout=600)
     assert status.stage == DONE, plan.log.read_text()
     assert str(plan.results) in status.message
+    assert "continue the review in it" in status.message
     book = load_workbook(plan.results, read_only=True)
     rows = list(book["answers"].iter_rows(values_only=True))
-    header = rows[0]
-    models = {row[header.index("question_id")]: row[header.index("models")] for row in rows[1:]}
-    assert str(plan.reader_dir) in models["q1"]  # q1 and q2 were coded: the adapted reader answered them
+    records = [dict(zip(rows[0], row)) for row in rows[1:]]
+    # the coding so far, as coded: A's q1 and q2 (A's q3 and q4, not coded, were read again)
+    coded = {(r["question_id"], r["answer"]): (r["correct"], r["corrected_answer"], r["models"]) for r in records
+             if r["paper_id"] == "A" and r["question_id"] in ("q1", "q2")}
+    assert coded == {("q1", "random forests"): ("yes", None, "m"), ("q1", "students"): ("no", None, "m"),
+                     ("q2", "caret"): (None, "the caret package", "m")}
+    models = {r["models"] for r in records if r["paper_id"] == "B" and r["question_id"] == "q1"}
+    assert models and all(str(plan.reader_dir) in m for m in models)  # B was not coded: the adapted reader read it
     assert any("adapted" in str(cell) for row in book["run"].iter_rows(values_only=True) for cell in row)
+    assert any(str(cell).startswith(f"coding kept from {sheet_path}") for row in book["run"].iter_rows(values_only=True)
+               for cell in row)
 
     second = coded_review(results_sheet(tmp_path / "second.xlsx"))
     broken = plan_reread(second, str(tmp_path / "no-such-reader"), str(texts_file(tmp_path)),
@@ -460,6 +476,7 @@ def test_the_page_offers_the_reread_with_the_runs_commands(tmp_path: Path, sheet
     at = open_in_page(sheet_path, texts)
     commands = next(c.value for c in at.code if "mlpsych adapt" in c.value)
     assert f"--coded {sheet_path}" in commands and f"mlpsych run {texts}" in commands
+    assert f"--keep-coding {sheet_path}" in commands  # the re-read's sheet keeps this coding
     assert at.button(key="reread_start").disabled  # no reader named yet
     at.text_input(key="reread_reader").input(str(tmp_path / "no-such-reader")).run()
     assert not at.button(key="reread_start").disabled
