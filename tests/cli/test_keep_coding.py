@@ -37,6 +37,22 @@ def first(examples_dir, tiny_questions, tmp_path_factory) -> tuple[Path, Path]:
     return out, cache
 
 
+@pytest.fixture
+def read(monkeypatch) -> list[str]:
+    """The ids of the papers the run gives its engine to read."""
+    from mlpsych.engines.local import LocalEngine
+
+    ids: list[str] = []
+    engine_run = LocalEngine.run
+
+    def spy(self, questions, settings, documents, *args, **kwargs):
+        ids.extend(d.id for d in documents)
+        return engine_run(self, questions, settings, documents, *args, **kwargs)
+
+    monkeypatch.setattr(LocalEngine, "run", spy)
+    return ids
+
+
 def code(sheet: Path, coded: Path) -> None:
     """A coder's work on a first run's sheet: every question of FULL coded (one row marked, or one added where the
     run had none); in PART a q1 answer marked wrong, another corrected, a q2 answer added, q4 marked (q3 left);
@@ -86,14 +102,13 @@ def judged(sheet: Path) -> Counter:
 
 
 def pairs_of(rows: list[dict], papers: set[str], questions: tuple[str, ...]) -> set[tuple[str, str]]:
-    return {(r["paper_id"], r["question_id"]) for r in rows if r["paper_id"] in papers and r["question_id"] in questions}
+    return {(r["paper_id"], r["question_id"]) for r in rows
+            if r["paper_id"] in papers and r["question_id"] in questions}
 
 
 @pytest.mark.slow
 def test_a_rerun_keeps_the_coding_and_reads_only_what_is_not_coded(first, examples_dir, tiny_questions, tmp_path,
-                                                                    capsys, monkeypatch):
-    from mlpsych.engines.local import LocalEngine
-
+                                                                    capsys, read):
     sheet, cache = first
     coded = tmp_path / "coded.xlsx"
     code(sheet, coded)
@@ -101,14 +116,6 @@ def test_a_rerun_keeps_the_coding_and_reads_only_what_is_not_coded(first, exampl
     papers.mkdir()
     for paper in (FULL, PART, FRESH):
         shutil.copy(examples_dir / "papers" / f"{paper}.txt", papers)
-    read: list[str] = []
-    engine_run = LocalEngine.run
-
-    def spy(self, questions, settings, documents, *args, **kwargs):
-        read.extend(d.id for d in documents)
-        return engine_run(self, questions, settings, documents, *args, **kwargs)
-
-    monkeypatch.setattr(LocalEngine, "run", spy)
     capsys.readouterr()
     out = tmp_path / "round-2.xlsx"
     assert run_cli(papers, "--questions", tiny_questions, "--only", ",".join(ASKED), "--out", out, "--cache", cache,
@@ -200,3 +207,26 @@ def test_what_cannot_keep_coding_is_refused_before_any_paper_is_read(examples_di
     book.save(papers_only)
     assert "no sheet named 'answers'" in refused(papers_only)
     assert not (tmp_path / "new.xlsx").exists()
+
+
+@pytest.mark.slow
+def test_a_rerun_with_everything_coded_reads_no_paper(first, examples_dir, tiny_questions, tmp_path, read):
+    """Every paper coded for the one question asked: nothing to read, and the sheet is the coding."""
+    sheet, cache = first
+    book = load_workbook(sheet)
+    answers = book["answers"]
+    header = [c.value for c in answers[1]]
+    marked = set()
+    for number, row in enumerate(answers.iter_rows(min_row=2, values_only=True), start=2):
+        paper, question = row[header.index("paper_id")], row[header.index("question_id")]
+        if question == "q1" and paper not in marked:
+            answers.cell(row=number, column=header.index("correct") + 1, value="yes")
+            marked.add(paper)
+    coded = tmp_path / "coded.xlsx"
+    book.save(coded)
+    out = tmp_path / "round-2.xlsx"
+    assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--only", "q1", "--out", out, "--cache",
+                   cache, "--keep-coding", coded) == 0
+    assert read == [] and len(marked) == 4
+    q1 = {(r["paper_id"], r["question_id"]) for r in read_sheet(coded, "answers") if r["question_id"] == "q1"}
+    assert projection(read_sheet(out, "answers"), q1) == projection(read_sheet(coded, "answers"), q1)
