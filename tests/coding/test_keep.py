@@ -1,0 +1,92 @@
+"""Coding kept from a coded sheet (`run --keep-coding`), without models: a written run, coded, kept in the next."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from openpyxl import load_workbook
+
+from mlpsych.answers import Answer
+from mlpsych.coding.keep import is_coded, keep_coding, read_kept_coding
+from mlpsych.documents import Document
+from mlpsych.errors import EvalInputError
+from mlpsych.evaluation.evaluate import read_sheet
+from mlpsych.export import write_result
+from mlpsych.pipeline import RunResult
+from mlpsych.questions import parse_question_set
+
+QUESTIONS = parse_question_set({"name": "t", "questions": [
+    {"id": "q1", "text": "What techniques were used?", "models": ["m"]},
+    {"id": "q4", "text": "What was __PLACEHOLDER__ used for?", "models": ["m"], "bridge_from": "q1", "kind": "phrase"},
+]}, "inline")
+TEXT = "We used random forests to predict burnout and BERT to classify posts."
+DOCS = [Document("A", TEXT, source_path="/papers/A.txt"), Document("B", TEXT, source_path="/papers/B.txt")]
+
+
+def answer(paper: str, question: str, text: str, bridge: str | None = None, score: float = 0.5) -> Answer:
+    start = TEXT.index(text)
+    return Answer(paper, question, text, "extractive", ["m"], score, start, start + len(text), None, TEXT,
+                  bridge, final=True, confidence=0.3)
+
+
+def run(*answers: Answer) -> RunResult:
+    return RunResult(list(DOCS), QUESTIONS, list(answers))
+
+
+def coded_sheet(tmp_path: Path) -> Path:
+    """A's q4 sub-question about BERT marked, with a second coder's column and a row typed in by hand (no stage)."""
+    sheet = write_result(run(answer("A", "q1", "random forests"), answer("A", "q1", "BERT"),
+                             answer("A", "q4", "to classify posts", "BERT"),
+                             answer("A", "q4", "to predict burnout", "random forests"),
+                             answer("B", "q1", "BERT")), tmp_path / "results.xlsx")
+    book = load_workbook(sheet)
+    answers = book["answers"]
+    header = [c.value for c in answers[1]]
+    answers.cell(row=1, column=len(header) + 1, value="correct_2")
+    for number in range(2, answers.max_row + 1):
+        if answers.cell(number, header.index("bridge_entity") + 1).value == "BERT":
+            answers.cell(number, header.index("correct") + 1, "yes")
+            answers.cell(number, len(header) + 1, "no")
+    hand = dict(paper_id="A", question_id="q4", answer="predict burnout", bridge_entity="random forests",
+                correct="yes")
+    for name, value in hand.items():
+        answers.cell(answers.max_row + 1 if name == "paper_id" else answers.max_row, header.index(name) + 1, value)
+    book.save(tmp_path / "coded.xlsx")
+    return tmp_path / "coded.xlsx"
+
+
+def test_a_followups_sub_question_rows_are_kept_with_their_entity_and_every_coder_column(tmp_path):
+    kept = read_kept_coding(coded_sheet(tmp_path))
+    assert kept.pairs == {("A", "q4")} and len(kept.answers) == 3
+    assert kept.papers_done(["A", "B"], ["q4"]) == {"A"} and kept.papers_done(["A", "B"], ["q1", "q4"]) == set()
+    fresh = run(answer("A", "q1", "random forests", score=0.9),
+                answer("A", "q4", "to predict burnout", "random forests"), answer("B", "q1", "BERT"))
+    combined = keep_coding(fresh, kept, DOCS)
+    new = read_sheet(write_result(combined, tmp_path / "new.xlsx"), "answers")
+    old = read_sheet(tmp_path / "coded.xlsx", "answers")
+    header = [c.value for c in load_workbook(tmp_path / "new.xlsx")["answers"][1]]
+    assert header[-4:] == ["correct", "corrected_answer", "notes", "correct_2"]
+
+    def rows(sheet: list[dict], question: str) -> list[tuple]:
+        return sorted((r["paper_id"], r["answer"], r["bridge_entity"], r["question"], r["correct"], r["correct_2"],
+                       r["stage"]) for r in sheet if r["question_id"] == question)
+
+    hand = ("A", "predict burnout", "random forests", "What was random forests used for?", "yes", None, "coder")
+    assert rows(new, "q4") == sorted([*[r for r in rows(old, "q4") if r[1] != "predict burnout"], hand])
+    assert rows(new, "q1") == [("A", "random forests", None, "What techniques were used?", None, None,
+                                "extractive"), ("B", "BERT", None, "What techniques were used?", None, None,
+                                                "extractive")]  # this run's q1 rows: q1 was not coded
+    assert combined.info.kept_coding.endswith("0 papers with every question coded not read again")  # A: q1 uncoded
+
+
+def test_a_coded_row_is_a_coder_column_filled_in_or_an_added_answer():
+    assert is_coded({"answer": "x", "correct": "yes"}) and is_coded({"answer": "x", "comment": "ask Ana"})
+    assert is_coded({"answer": "x", "stage": "coder", "correct": None})
+    assert not is_coded({"answer": "x", "stage": "extractive", "correct": " ", "score": 0.5, "_row": 2})
+
+
+def test_a_sheet_without_coding_is_refused(tmp_path):
+    sheet = write_result(run(answer("A", "q1", "BERT")), tmp_path / "results.xlsx")
+    with pytest.raises(EvalInputError, match="none of its answers is coded"):
+        read_kept_coding(sheet)
