@@ -14,7 +14,6 @@ or questions the run does not have stays in CODED only (a note says how much).
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
@@ -24,8 +23,6 @@ from mlpsych.coding.coded import CODER_STAGE, cell_offset
 from mlpsych.documents import Document
 from mlpsych.errors import EvalInputError
 from mlpsych.pipeline import RunResult
-
-log = logging.getLogger(__name__)
 
 FLAG = "--keep-coding"
 
@@ -74,8 +71,9 @@ def read_kept_coding(path: Path) -> KeptCoding:
     check_coded(rows, path)
     pairs = frozenset(_pair(row) for row in rows if is_coded(row) and all(_pair(row)))  # a blank id: tied to none
     if not pairs:
-        raise EvalInputError(f"{FLAG} {path}: none of its answers is coded (correct, corrected_answer or notes "
-                             "filled in, or an answer a coder added): there is no coding to keep")
+        raise EvalInputError(f"{FLAG} {path}: none of its answers is coded (a coder column such as correct, "
+                             "corrected_answer or notes filled in, or an answer a coder added): there is no coding "
+                             "to keep")
     return KeptCoding(path, pairs, [kept_answer(row) for row in rows if _pair(row) in pairs])
 
 
@@ -109,14 +107,13 @@ def keep_coding(result: RunResult, kept: KeptCoding, documents: list[Document]) 
     ``documents`` (those not read too); what was kept, and the coding left in the sheet, noted in the run's facts."""
     papers = [d.id for d in documents]
     questions = [q.id for q in result.questions.questions]
-    in_run = set(papers), set(questions)
-    kept_pairs = {pair for pair in kept.pairs if pair[0] in in_run[0] and pair[1] in in_run[1]}
+    run_papers, run_questions = set(papers), set(questions)
+    kept_pairs = {(p, q) for p, q in kept.pairs if p in run_papers and q in run_questions}
     answers = [a for a in result.answers if (a.doc_id, a.question_id) not in kept_pairs]
     answers += [a for a in kept.answers if (a.doc_id, a.question_id) in kept_pairs]
     outputs = [o for o in result.llm_outputs if (o.get("paper_id"), o.get("question_id")) not in kept_pairs]
     info = replace(result.info, warnings=[*result.info.warnings, *left_in_sheet(kept, papers, questions)],
                    kept_coding=_kept_sentence(kept, kept_pairs, kept.papers_done(papers, questions)))
-    log.info("%s", info.kept_coding)
     return replace(result, documents=list(documents), answers=answers, llm_outputs=outputs, info=info)
 
 
