@@ -15,7 +15,8 @@ class Line:
     know no geometry (Tika) leave them ``None`` and the cleaner falls back to line order.
     ``para_break`` marks a line that starts a new paragraph (a blank line or a block boundary in the source).
     ``rotated`` marks a line set at an angle (a margin stamp printed upwards, an axis label, a landscape table);
-    only pdfium knows it.
+    ``bold`` a line whose letters are all set in a bold face (a heading at the body's size), ``bold_start`` one whose
+    first letter is (also the rest of a bold run-in heading broken across lines); only pdfium knows them.
     """
 
     text: str
@@ -26,6 +27,8 @@ class Line:
     x1: float | None = None
     para_break: bool = False
     rotated: bool = False
+    bold: bool = False
+    bold_start: bool = False
 
 
 @dataclass

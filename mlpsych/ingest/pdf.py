@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import math
+import re
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +20,7 @@ import pypdfium2.raw as pdfium_c
 
 from mlpsych.errors import IngestError
 from mlpsych.ingest.base import Extraction, Line
+from mlpsych.ingest.clean import body_font_size
 from mlpsych.ingest.formats import CORRUPT_PDF
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,9 @@ def extract_pdf(path: Path, *, columns: bool = True) -> Extraction:
             two_column += is_two
     finally:
         document.close()
+    body = body_font_size(pages)
+    for lines in pages:
+        _mark_paragraphs(lines, body)
     extraction = Extraction(pages, {"n_pages": len(pages), "columns": {"two_column_pages": two_column}})
     _check_text_layer(path, extraction, failed)
     return extraction
@@ -113,8 +118,7 @@ def _page_lines(document: pdfium.PdfDocument, index: int, columns: bool) -> tupl
         if not two_column:
             lines = side_block_first(lines)
     lines = _join_row_pieces(lines, width, height)  # after the column order, which was judged on the pieces
-    _mark_paragraphs(lines)
-    return lines, two_column
+    return lines, two_column  # paragraphs are marked once the document's body size is known
 
 
 def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: float) -> list[Line]:
@@ -126,6 +130,7 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
     chars: list[str] = []
     boxes: list[tuple[float, float, float, float]] = []
     sizes: list[float] = []
+    heavy: list[bool | None] = []  # per placed character: its letter set bold, or None for a character not a letter
     turned = 0  # characters of the line set at an angle
     last_turned = False
     marker: tuple[int, int] | None = None  # where a raised footnote number glued to a word starts (chars, boxes)
@@ -135,7 +140,7 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
         follows it: then it was part of the word."""
         nonlocal marker
         if marker is not None and not following.isalnum():
-            del chars[marker[0]:], boxes[marker[1]:], sizes[marker[1]:]
+            del chars[marker[0]:], boxes[marker[1]:], sizes[marker[1]:], heavy[marker[1]:]
         marker = None
 
     def flush() -> None:
@@ -155,11 +160,14 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
                     x0=left / width if width else None,
                     x1=right / width if width else None,
                     rotated=turned > len(boxes) / 2,
+                    bold=_all_bold(heavy),
+                    bold_start=next((h for h in heavy if h is not None), False),
                 )
             )
         chars.clear()
         boxes.clear()
         sizes.clear()
+        heavy.clear()
         turned = 0
 
     for i in range(count):
@@ -196,6 +204,7 @@ def _read_lines(textpage: pdfium.PdfTextPage, index: int, width: float, height: 
                 flush()  # a jump up or down the page: PDFium glued a page number onto a running head
             boxes.append(box)
             sizes.append(size)
+            heavy.append(_is_bold(raw, i) if char.isalpha() else None)
             turned += is_turned
             last_turned = is_turned
         chars.append(char)
@@ -220,7 +229,8 @@ def _join_row_pieces(lines: list[Line], width: float, height: float) -> list[Lin
             if -0.5 < gap < _CLOSED_UP * size and abs(line.y - last.y) * height < 0.6 * size:  # type: ignore[operator]
                 longer = last if len(last.text) >= len(line.text) else line
                 out[-1] = replace(last, text=last.text + line.text, x1=max(last.x1, line.x1),  # type: ignore[type-var]
-                                  y=min(last.y, line.y), size=longer.size)  # type: ignore[type-var]
+                                  y=min(last.y, line.y), size=longer.size,  # type: ignore[type-var]
+                                  bold=last.bold and line.bold, bold_start=last.bold_start)
                 continue
         out.append(line)
     return out
@@ -244,6 +254,29 @@ def _raised_small(box: tuple[float, float, float, float], size: float,
     """True for a superscript: at most 85% of its base's font size, its foot a fifth of that size above the base's
     (acl-2014's marker: 8.0 pt on 10.9 pt, raised 4.0 pt)."""
     return size <= 0.85 * base_size and box[1] - base[1] >= 0.2 * base_size
+
+
+def _is_bold(raw: object, index: int) -> bool:
+    """True for a character set in a bold face: the font's weight (ITCGaramondStd-Bd 740, ArialMTStd-Bold 700), or
+    its name where the font declares no weight (the standard Helvetica-Bold of a PDF that does not embed it)."""
+    weight = pdfium_c.FPDFText_GetFontWeight(raw, index)
+    if weight > 0:
+        return weight >= 600
+    name = ctypes.create_string_buffer(128)
+    flags = ctypes.c_int()
+    if not pdfium_c.FPDFText_GetFontInfo(raw, index, name, len(name), ctypes.byref(flags)):
+        return False
+    return bool(_BOLD_NAME.search(name.value.decode("latin-1")))
+
+
+_BOLD_NAME = re.compile(r"bold|black|heavy|demi|[-_]bd\b", re.IGNORECASE)  # "Helvetica-Bold", "Garamond-Bd"
+
+
+def _all_bold(heavy: list[bool | None]) -> bool:
+    """True when a line has letters (three or more) and every one is bold: a heading line, not a run-in heading
+    ("Participants. Sixty students ...") or a bold word inside a sentence."""
+    letters = [h for h in heavy if h is not None]
+    return len(letters) >= 3 and all(letters)
 
 
 def _apart(box: tuple[float, float, float, float], previous: tuple[float, float, float, float], size: float) -> bool:
@@ -362,19 +395,54 @@ def top_down(lines: list[Line]) -> list[Line]:
     return out
 
 
-def _mark_paragraphs(lines: list[Line]) -> None:
-    """A vertical gap well above the usual line spacing starts a new paragraph (headings, captions, blocks)."""
+def _mark_paragraphs(lines: list[Line], body: float | None) -> None:
+    """A vertical gap well above the usual line spacing starts a new paragraph (headings, captions, blocks), and so
+    does a heading line set next to the document's ``body`` text, and the body text after it
+    (:func:`_heading_between`)."""
     gaps = [
         b.y - a.y  # type: ignore[operator]
         for a, b in zip(lines, lines[1:])
         if a.y is not None and b.y is not None and 0 < b.y - a.y < 0.1
     ]
-    if len(gaps) < 3:
-        return
-    usual = statistics.median(gaps)
+    usual = statistics.median(gaps) if len(gaps) >= 3 else None
     for a, b in zip(lines, lines[1:]):
-        if a.y is not None and b.y is not None and b.y - a.y > 1.6 * usual:
+        if usual is not None and a.y is not None and b.y is not None and b.y - a.y > 1.6 * usual:
             b.para_break = True
+        elif body is not None and _heading_between(a, b, body):
+            b.para_break = True
+
+
+def _heading_between(a: Line, b: Line, body: float) -> bool:
+    """True when one of two lines in a row is a heading line and the other the document's body text: a heading
+    often stands as close to its text as two lines of a paragraph do, so the gap alone missed it, and the heading
+    opened the paragraph's first sentence ("Study 1: Machine Learning The goal of Study 1 ...") or closed the one
+    before it.
+
+    A heading line is larger than the body text ("Study 1: Machine Learning" at 12 pt over 10-pt text) or all bold
+    at its size (PLOS ONE's section headings). Body text is set in the document's body size (not the page's: on a
+    page of 8-pt tables, 10-pt text is no heading), upright and not bold; lines of other sizes (table cells,
+    captions, footnotes) are never the body text of this rule. A run-in heading ("Participants. Sixty students
+    ...") shares its line with the text, so its line is neither all bold nor larger; one longer than a line goes on
+    in bold at the start of the next ("... in response to positive and" / "negative conditions. Prior to analysis
+    ..."), which is therefore no body text after a heading."""
+    return ((_heading_line(a, b) and _body_line(b, body, bold=b.bold_start))
+            or (_heading_line(b, a) and _body_line(a, body, bold=a.bold)))
+
+
+def _heading_line(line: Line, beside: Line) -> bool:
+    """True when ``line`` is larger than the line ``beside`` it, or all bold at the same size."""
+    if line.size is None or beside.size is None or line.rotated:
+        return False
+    return line.size > beside.size + _SAME_SIZE or (line.bold and abs(line.size - beside.size) <= _SAME_SIZE)
+
+
+def _body_line(line: Line, body: float, *, bold: bool) -> bool:
+    """True when ``line`` is upright text in the ``body`` size, and not ``bold`` (all bold before a heading, opening
+    in bold after one)."""
+    return line.size is not None and abs(line.size - body) <= _SAME_SIZE and not line.rotated and not bold
+
+
+_SAME_SIZE = 0.5  # points: sizes closer than this are one size (PDFium rounds the effective size to 0.1 pt)
 
 
 def page_count(path: Path) -> int:
