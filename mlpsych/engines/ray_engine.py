@@ -324,6 +324,8 @@ class RayEngine:
         progress: bool = True,
     ) -> RunResult:
         ray = _import_ray()
+        if not documents:  # every paper coded (run --keep-coding): no cluster to join, no worker to start
+            return self._read_nothing(questions, settings, cache_dir)
         started = time.time()
         opened = self._connect(ray)
         cache = ResultCache(cache_dir)
@@ -346,6 +348,18 @@ class RayEngine:
         result.info = replace(result.info, seconds=round(time.time() - started, 2), cache=str(cache.path),
                               engine=self.name, workers=len(actors),
                               started=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)))
+        return result
+
+    def _read_nothing(self, questions: QuestionSet, settings: RunSettings,
+                      cache_dir: Path | str | None) -> RunResult:
+        """A run given no paper: the run's facts (versions, models, settings, the demo models' note) told here, as
+        the local engine tells them, counts all 0 and no worker. The workers tell these facts with their chunks'
+        answers: with no chunk the run sheet had them blank (no note that the kept answers came from demo models),
+        after starting Ray and its workers for nothing."""
+        from mlpsych.engines.local import LocalEngine
+
+        result = LocalEngine().run(questions, settings, [], cache_dir, progress=False)
+        result.info = replace(result.info, engine=self.name, workers=0)
         return result
 
     def _dispatch(self, ray, actors: list, chunks: list[list[Document]], cache: ResultCache,

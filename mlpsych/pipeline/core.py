@@ -180,6 +180,14 @@ class Pipeline:
             models.setdefault(event.model, []).append(event.stage)
         return models
 
+    def _reader_dtype(self) -> str:
+        """What the readers' ``auto`` dtype is here; blank where their device is not on this machine, which only a
+        run that read nothing here reaches (a Ray run given no paper, its workers' GPU not the driver's)."""
+        try:
+            return self.settings.reader.cache_fields()["dtype"]
+        except ModelLoadError:
+            return ""
+
     def _llm_dtype(self, models: dict[str, list[str]]) -> str | None:
         """What the LLM's ``auto`` dtype was here, when the run normalizes (None without an LLM, or where it could
         not run as asked: the run then kept its extractive answers, and its warnings say why)."""
@@ -212,7 +220,7 @@ class Pipeline:
             demo_models=sorted(m for m in models if is_random_weights(m)),
             settings=self.settings.describe(),
             # "auto" differs between machines (bf16 where the CPU has it): what the readers ran in, to reproduce
-            reader_dtype=self.settings.reader.cache_fields()["dtype"],
+            reader_dtype=self._reader_dtype(),
             llm_dtype=self._llm_dtype(models),
             # which files or Hub commit each model was: an id alone does not say (a Hub model is updated in place)
             model_revisions={m: model_fingerprint(m) for m in models},

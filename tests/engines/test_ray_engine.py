@@ -147,6 +147,33 @@ def test_ray_run_equals_local_run(ray_cluster, tiny_models, example_documents, t
     assert not list((tmp_path / "ray").glob(".ray-probe-*"))  # the probe is cleaned up
 
 
+FACTS_OF_THE_RUN_ITSELF = ("engine", "workers", "started", "seconds")
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_run_given_no_paper_starts_no_worker_and_tells_the_runs_facts(tiny_models, tmp_path) -> None:
+    """Every paper coded (`run --keep-coding`): the engine gets no paper. The Ray engine started Ray and its workers
+    for nothing, and its run sheet was blank (no versions, models, settings, nor the demo models' note): the facts
+    came only with the workers' chunks. Now both engines tell the same facts, counts 0, and no worker starts."""
+    questions = load_question_set(write_questions(tmp_path, tiny_models))
+    local = LocalEngine().run(questions, settings(), [], tmp_path / "cache", progress=False)
+    engine = RayEngine(workers=1)
+    distributed = engine.run(questions, settings(), [], tmp_path / "cache", progress=False)
+    assert engine.worker_pids == [] and not engine.pids_seen
+    assert distributed.info.engine == "ray" and distributed.info.workers == 0
+    assert local.answers == distributed.answers == [] and local.errors == distributed.errors == {}
+    facts = {k: v for k, v in distributed.info.to_dict().items() if k not in FACTS_OF_THE_RUN_ITSELF}
+    assert facts == {k: v for k, v in local.info.to_dict().items() if k not in FACTS_OF_THE_RUN_ITSELF}
+    assert facts["mlpsych"] and facts["torch"] and facts["settings"] and facts["calibrator"]
+    assert set(facts["models"]) == {str(tiny_models[f]) for f in ("electra", "roberta", "bert")}
+    assert facts["demo_models"] == facts["models"]  # the sheet's note that these are demo answers
+    assert facts["windows_read"] == facts["cache_hits"] == facts["cache_misses"] == 0 and not facts["models_loaded"]
+    # A GPU the workers have and this machine does not: nothing read here, so no dtype to tell, and no error.
+    on_gpu = settings().model_copy(update={"reader": settings().reader.model_copy(update={"device": "cuda"})})
+    assert RayEngine(workers=1).run(questions, on_gpu, [], tmp_path / "cache", progress=False).info.mlpsych
+
+
 @pytest.mark.slow
 def test_results_come_home_when_workers_cannot_see_the_cache(ray_cluster, tiny_models, example_documents,
                                                              tmp_path) -> None:
