@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -18,6 +19,8 @@ from mlpsych.ingest import load_documents
 
 FULL, PART, FRESH, GONE = "burnout-survey-text", "moral-language-speeches", "online-course-dropout", \
     "social-media-wellbeing"
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                               reason="Ray is not installed: pip install 'mlpsych[scale]'")
 ASKED = ("q1", "q2", "q3")  # the second run's questions: q4 is coded, and not asked
 KEPT_COLUMNS = ("paper_id", "question_id", "answer", "stage", "models", "final", "confidence", "start", "end", "page",
                 "evidence", "bridge_entity", "correct", "corrected_answer", "notes", "correct_2")
@@ -39,17 +42,21 @@ def first(examples_dir, tiny_questions, tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.fixture
 def read(monkeypatch) -> list[str]:
-    """The ids of the papers the run gives its engine to read."""
+    """The ids of the papers the run gives its engine to read, local or Ray."""
     from mlpsych.engines.local import LocalEngine
 
     ids: list[str] = []
-    engine_run = LocalEngine.run
+    engines = [LocalEngine]
+    if importlib.util.find_spec("ray") is not None:
+        from mlpsych.engines.ray_engine import RayEngine
 
-    def spy(self, questions, settings, documents, *args, **kwargs):
-        ids.extend(d.id for d in documents)
-        return engine_run(self, questions, settings, documents, *args, **kwargs)
+        engines.append(RayEngine)
+    for engine in engines:
+        def spy(self, questions, settings, documents, *args, engine_run=engine.run, **kwargs):
+            ids.extend(d.id for d in documents)
+            return engine_run(self, questions, settings, documents, *args, **kwargs)
 
-    monkeypatch.setattr(LocalEngine, "run", spy)
+        monkeypatch.setattr(engine, "run", spy)
     return ids
 
 
@@ -210,8 +217,12 @@ def test_what_cannot_keep_coding_is_refused_before_any_paper_is_read(examples_di
 
 
 @pytest.mark.slow
-def test_a_rerun_with_everything_coded_reads_no_paper(first, examples_dir, tiny_questions, tmp_path, read):
-    """Every paper coded for the one question asked: nothing to read, and the sheet is the coding."""
+@pytest.mark.parametrize("engine", ["local", pytest.param("ray", marks=needs_ray)])
+def test_a_rerun_with_everything_coded_reads_no_paper(engine, first, examples_dir, tiny_questions, tmp_path, capsys,
+                                                      read):
+    """Every paper coded for the one question asked: nothing to read, and the sheet is the coding; its run sheet
+    tells the run's facts all the same (with Ray they were blank, the demo models' note gone: only workers told
+    them, and none had a paper)."""
     sheet, cache = first
     book = load_workbook(sheet)
     answers = book["answers"]
@@ -225,8 +236,58 @@ def test_a_rerun_with_everything_coded_reads_no_paper(first, examples_dir, tiny_
     coded = tmp_path / "coded.xlsx"
     book.save(coded)
     out = tmp_path / "round-2.xlsx"
+    capsys.readouterr()
     assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--only", "q1", "--out", out, "--cache",
-                   cache, "--keep-coding", coded) == 0
+                   cache, "--keep-coding", coded, "--engine", engine) == 0
     assert read == [] and len(marked) == 4
     q1 = {(r["paper_id"], r["question_id"]) for r in read_sheet(coded, "answers") if r["question_id"] == "q1"}
     assert projection(read_sheet(out, "answers"), q1) == projection(read_sheet(coded, "answers"), q1)
+    summary = capsys.readouterr().out.splitlines()
+    assert summary[0].startswith(f"4 papers, {len(projection(read_sheet(out, 'answers'), q1))} answers -> {out} in ")
+    assert summary[1].endswith("in 4 papers; 4 papers with every question coded not read again")
+    assert any(line.startswith("note: demo answers") for line in summary)
+    run_sheet = dict(load_workbook(out, read_only=True)["run"].iter_rows(min_row=2, values_only=True))
+    assert run_sheet["NOTE"].startswith("demo answers") and run_sheet["mlpsych"] and run_sheet["torch"]
+    assert run_sheet["models"] and run_sheet["setting max_sub_questions"] == "2" and run_sheet["calibrator"]
+    assert run_sheet["windows_read"] == run_sheet["cache_misses"] == "0" and run_sheet["engine"] == engine
+    assert run_sheet.get("workers", "0") == "0"  # Ray: no worker started
+
+
+RUN_ITSELF = ("engine", "workers", "started", "seconds")  # the run sheet's rows that differ between two runs
+
+
+@needs_ray
+@pytest.mark.slow
+def test_a_rerun_on_ray_keeps_the_coding_as_the_local_engine_does(first, examples_dir, tiny_questions, tmp_path,
+                                                                  ray_cluster, read):
+    """The coded rows replace the run's after the engine, whichever: the Ray engine reads the same papers, and its
+    sheets are the local engine's, sheet for sheet (the run's own facts aside)."""
+    sheet, cache = first
+    coded = tmp_path / "coded.xlsx"
+    code(sheet, coded)
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    for paper in (FULL, PART, FRESH):
+        shutil.copy(examples_dir / "papers" / f"{paper}.txt", papers)
+    books = {}
+    for engine in ("local", "ray"):
+        out = tmp_path / f"round-2-{engine}.xlsx"
+        workers = ["--workers", 1] if engine == "ray" else []
+        assert run_cli(papers, "--questions", tiny_questions, "--only", ",".join(ASKED), "--out", out, "--cache",
+                       cache, "--keep-coding", coded, "--engine", engine, *workers) == 0
+        assert sorted(read) == sorted([PART, FRESH])  # FULL, coded for every question, not given to either engine
+        read.clear()
+        books[engine] = load_workbook(out, read_only=True)
+    local, ray = books["local"], books["ray"]
+    assert local.sheetnames == ray.sheetnames
+    for name in local.sheetnames:
+        rows = [list(r) for r in local[name].iter_rows(values_only=True)]
+        if name == "run":
+            assert dict(ray["run"].iter_rows(min_row=2, values_only=True))["workers"] == "1"
+            rows = [r for r in rows if r[0] not in RUN_ITSELF]
+            assert rows == [list(r) for r in ray[name].iter_rows(values_only=True) if r[0] not in RUN_ITSELF]
+        else:
+            assert rows == [list(r) for r in ray[name].iter_rows(values_only=True)], name
+    answers = read_sheet(tmp_path / "round-2-ray.xlsx", "answers")
+    coded_pairs = {(PART, "q1"), (PART, "q2")} | {(FULL, q) for q in ASKED}
+    assert projection(answers, coded_pairs) == projection(read_sheet(coded, "answers"), coded_pairs)
