@@ -338,6 +338,8 @@ class RayEngine:
             chunks = [documents[i : i + self.chunk_size] for i in range(0, len(documents), self.chunk_size)]
             replies = self._dispatch(ray, actors, chunks, cache, progress)
             result = self._gather(questions, documents, chunks, replies)
+            if all(reply.failed is not None for reply in replies.values()):  # the facts come with answered chunks
+                result.info = replace(self._facts_here(questions, settings, cache_dir), warnings=result.info.warnings)
         finally:
             for actor in actors:
                 ray.kill(actor)
@@ -352,15 +354,20 @@ class RayEngine:
 
     def _read_nothing(self, questions: QuestionSet, settings: RunSettings,
                       cache_dir: Path | str | None) -> RunResult:
-        """A run given no paper: the run's facts (versions, models, settings, the demo models' note) told here, as
-        the local engine tells them, counts all 0 and no worker. The workers tell these facts with their chunks'
-        answers: with no chunk the run sheet had them blank (no note that the kept answers came from demo models),
-        after starting Ray and its workers for nothing."""
+        """A run given no paper: its facts told here (:meth:`_facts_here`), no worker started (Ray and its workers
+        were started for nothing)."""
+        return RunResult(documents=[], questions=questions,
+                         info=replace(self._facts_here(questions, settings, cache_dir), engine=self.name, workers=0))
+
+    @staticmethod
+    def _facts_here(questions: QuestionSet, settings: RunSettings, cache_dir: Path | str | None) -> RunInfo:
+        """The run's facts (versions, models, settings, the demo models' note) as the local engine tells them, counts
+        all 0, for a run no worker answered: given no paper, or every chunk failed. The workers tell these facts
+        with their chunks' answers, so with none the run sheet had them blank (no note that answers kept from a
+        coded sheet came from demo models)."""
         from mlpsych.engines.local import LocalEngine
 
-        result = LocalEngine().run(questions, settings, [], cache_dir, progress=False)
-        result.info = replace(result.info, engine=self.name, workers=0)
-        return result
+        return LocalEngine().run(questions, settings, [], cache_dir, progress=False).info
 
     def _dispatch(self, ray, actors: list, chunks: list[list[Document]], cache: ResultCache,
                   progress: bool) -> dict[int, ChunkReply]:

@@ -175,6 +175,26 @@ def test_a_run_given_no_paper_starts_no_worker_and_tells_the_runs_facts(tiny_mod
 
 
 @pytest.mark.slow
+def test_a_run_whose_every_chunk_failed_still_tells_the_runs_facts(ray_cluster, tiny_models, example_documents,
+                                                                   tmp_path, monkeypatch) -> None:
+    """Every chunk failed (its workers died past their retries): each paper gets the failure as its status, and the
+    run sheet its facts, told here; they came only with the chunks answered, so it was blank (no versions, models,
+    settings, nor the demo models' note)."""
+    questions = load_question_set(write_questions(tmp_path, tiny_models))
+    docs = example_documents[:2]
+    monkeypatch.setattr(RayEngine, "_dispatch", lambda self, ray, actors, chunks, cache, progress: {
+        index: ChunkReply(failed="worker died: killed by the test") for index in range(len(chunks))})
+    result = RayEngine(workers=1).run(questions, settings(), docs, tmp_path / "cache", progress=False)
+    assert result.answers == [] and set(result.errors) == {d.id for d in docs}
+    assert all(problems == ["worker died: killed by the test"] for problems in result.errors.values())
+    facts = result.info.to_dict()
+    assert facts["mlpsych"] and facts["torch"] and facts["settings"] and facts["calibrator"]
+    assert facts["demo_models"] == facts["models"] and set(facts["models"]) == {
+        str(tiny_models[f]) for f in ("electra", "roberta", "bert")}
+    assert facts["engine"] == "ray" and facts["workers"] == 1 and facts["windows_read"] == 0
+
+
+@pytest.mark.slow
 def test_results_come_home_when_workers_cannot_see_the_cache(ray_cluster, tiny_models, example_documents,
                                                              tmp_path) -> None:
     """Workers on other nodes cache locally; the driver stores what they return, so a rerun here is instant."""
