@@ -1,4 +1,6 @@
-"""A coder's mark on a results sheet's answer, read one way by ``mlpsych agree``, ``calibrate`` and ``adapt``.
+"""A coder's mark on a results sheet's answer, read one way by ``mlpsych agree``, ``calibrate`` and ``adapt``
+(and ``run --keep-coding``), as are which rows a coder added (:func:`row_stage`) and which are the paper's answers
+(:func:`is_final`).
 
 A coder marks each answer in ``correct`` (another coder in ``correct_<name>``) and may write what the answer should
 have been in ``corrected_answer`` (``corrected_answer_<name>``). :func:`verdict` is the one reading of the two: the
@@ -12,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
+from mlpsych.answers import AnswerStage
 from mlpsych.evaluation.metrics import normalize_answer
 from mlpsych.normalize.grounding import fold_accents
 
@@ -45,6 +48,33 @@ def parse_code(value: Any) -> bool | None:
     if text in _FALSE:
         return False
     raise ValueError(value)
+
+
+def row_stage(row: dict[str, Any]) -> str:
+    """A sheet row's ``stage``, lower-cased. A row typed into a results sheet by hand leaves it blank: that is an
+    answer a coder added (``coder``, as the review view writes one), not the tool's; a sheet without the column at
+    all says nothing of its rows' stages (blank). Read three ways before: ``agree`` and ``adapt`` took such a row
+    for the tool's answer, ``--keep-coding`` for a coder's."""
+    stage = str(row.get("stage") or "").strip().lower()
+    return AnswerStage.CODER.value if not stage and "stage" in row else stage
+
+
+def is_final(row: dict[str, Any]) -> bool:
+    """Whether a row is one of the paper's answers: its ``final`` cell (true/false, yes/no, 1/0), else (blank, or a
+    sheet without the column) any row but an ungrounded LLM item; a run that keeps ungrounded items (the reference
+    preset) writes them as final. ``calibrate`` read a blank cell as not final, and "no" as final, where ``agree``
+    read both the other way."""
+    value = row.get("final")
+    if isinstance(value, bool):
+        return value
+    text = str(value if value is not None else "").strip().lower()
+    if text in _FINAL:
+        return _FINAL[text]
+    return row_stage(row) != AnswerStage.UNGROUNDED.value
+
+
+_FINAL = {"true": True, "1": True, "yes": True, "y": True, "t": True,
+          "false": False, "0": False, "no": False, "n": False, "f": False}
 
 
 def verdict(row: dict[str, Any], coder: str = "correct") -> bool | None:

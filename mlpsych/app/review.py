@@ -27,6 +27,7 @@ from mlpsych.errors import AppInputError, UserError
 from mlpsych.evaluation.sheets import is_csv
 from mlpsych.export import mark_choices, source_files
 from mlpsych.journal import Journal
+from mlpsych.marks import row_stage
 
 SHEET = "answers"
 MARKS = {True: "yes", False: "no", None: None}
@@ -207,12 +208,17 @@ class ReviewSheet:
             page = self._get(row, "page")
             out.append(ReviewItem(
                 row, paper_id, str(self._get(row, "question_id") or ""), str(self._get(row, "question") or ""),
-                str(self._get(row, "answer") or ""), str(self._get(row, "stage") or ""),
+                str(self._get(row, "answer") or ""), self._stage(row),
                 float(confidence) if isinstance(confidence, (int, float)) else None,
                 int(page) if isinstance(page, (int, float)) else None, str(self._get(row, "evidence") or ""),
                 self._get(row, "bridge_entity") or None, mark, str(self._get(row, corrected) or ""),
                 str(self._get(row, notes) or "")))
         return sorted(out, key=lambda i: (i.confidence is None, i.confidence or 0.0, i.row))
+
+    def _stage(self, row: int) -> str:
+        """A row's stage as every command reads it (:func:`mlpsych.marks.row_stage`: blank, typed in by hand, is a
+        coder's added answer; nothing where the sheet has no stage column)."""
+        return row_stage({"stage": self._get(row, "stage")} if "stage" in self._index else {})
 
     def coded_count(self, paper_id: str) -> tuple[int, int]:
         """(answers coded, answers) of a paper, the coder's added answers not counted."""
@@ -372,7 +378,7 @@ def _tool_answers(source: Path | bytes) -> set[tuple[str, str, str]]:
     from mlpsych.evaluation.evaluate import read_sheet
 
     return {(str(r.get("paper_id") or ""), str(r.get("question_id") or ""), str(r.get("answer") or ""))
-            for r in read_sheet(source, SHEET, required=False) if str(r.get("stage") or "") != CODER_STAGE}
+            for r in read_sheet(source, SHEET, required=False) if row_stage(r) != CODER_STAGE}
 
 
 def start_review(target: str | Path, workbook: bytes) -> Path:

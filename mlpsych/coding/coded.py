@@ -24,7 +24,7 @@ from typing import Any, Iterable, Sequence
 from mlpsych.answers import AnswerStage
 from mlpsych.documents import Document
 from mlpsych.errors import PapersNotInTexts
-from mlpsych.marks import UNREADABLE_HINT, verdict
+from mlpsych.marks import UNREADABLE_HINT, row_stage, verdict
 from mlpsych.normalize.grounding import ALIKE, alike_pattern, fold_accents
 
 log = logging.getLogger(__name__)
@@ -198,7 +198,7 @@ def _row_spans(row: dict[str, Any], documents: dict[str, Document], coding: Codi
     question = str(row.get("question_id") or "").strip()
     answer = str(row.get("answer") or "").strip()
     corrected = str(row.get("corrected_answer") or "").strip()
-    stage = str(row.get("stage") or "").strip().lower()
+    stage = row_stage(row)
     entity = str(row.get("bridge_entity") or "").strip() or None
     where = f"{sheet} row {row.get('_row')} ({paper} {question})"
     try:

@@ -325,9 +325,9 @@ def sheet_label(row: dict[str, Any]) -> bool | None:
     the mark written wins, a correction left unmarked is wrong); None: not judged, an unreadable mark, or an answer
     the coder added (not the tool's, so nothing to calibrate)."""
     from mlpsych.coding.coded import CODER_STAGE
-    from mlpsych.marks import verdict
+    from mlpsych.marks import row_stage, verdict
 
-    if str(row.get("stage") or "").strip().lower() == CODER_STAGE:
+    if row_stage(row) == CODER_STAGE:
         return None
     try:
         return verdict(row)
@@ -379,10 +379,10 @@ class Labelled:
 def labelled(rows: Sequence[dict[str, Any]], texts: dict[str, str], kinds: dict[str, str], label) -> Labelled:
     """Features and labels of the final answer rows that ``label`` (a :class:`Scored` or row -> bool | None)
     has a verdict on; features are computed over all final rows, so ranks count the unlabelled answers too."""
-    from mlpsych.evaluation.evaluate import truthy
+    from mlpsych.coding.coded import CODER_STAGE
+    from mlpsych.marks import is_final, row_stage
 
-    finals = [r for r in rows if truthy(r.get("final", True)) and str(r.get("answer") or "").strip()
-              and str(r.get("stage") or "").strip().lower() != "coder"]
+    finals = [r for r in rows if is_final(r) and str(r.get("answer") or "").strip() and row_stage(r) != CODER_STAGE]
     items = [scored_from_row(r) for r in finals]
     x = feature_matrix(items, texts, kinds)
     verdicts = [label(r, item) for r, item in zip(finals, items)]

@@ -22,6 +22,7 @@ from mlpsych.answers import Answer, AnswerStage
 from mlpsych.coding.coded import CODER_STAGE, cell_offset
 from mlpsych.documents import Document
 from mlpsych.errors import EvalInputError
+from mlpsych.marks import is_final, row_stage
 from mlpsych.pipeline import RunResult
 
 FLAG = "--keep-coding"
@@ -43,7 +44,7 @@ def coded_columns(row: dict[str, Any]) -> list[str]:
 
 def is_coded(row: dict[str, Any]) -> bool:
     """A row holds coding: a coder's column filled in, or an answer a coder added (stage ``coder``)."""
-    return bool(coded_columns(row)) or _text(row.get("stage")).lower() == CODER_STAGE
+    return bool(coded_columns(row)) or row_stage(row) == CODER_STAGE
 
 
 @dataclass(frozen=True)
@@ -84,11 +85,10 @@ def _pair(row: dict[str, Any]) -> tuple[str, str]:
 def kept_answer(row: dict[str, Any]) -> Answer:
     """An answers row as the run's answer record: the run's columns as its fields, the coders' as its ``coder``
     cells. A stage the run does not write (blank, in a row typed in by hand) is a coder's answer."""
-    from mlpsych.evaluation.agree import final_cell
     from mlpsych.evaluation.evaluate import parse_models, truthy
 
     try:
-        stage = AnswerStage(_text(row.get("stage")).lower())
+        stage = AnswerStage(row_stage(row))
     except ValueError:
         stage = AnswerStage.CODER
     written = run_columns()
@@ -97,7 +97,7 @@ def kept_answer(row: dict[str, Any]) -> Answer:
                   score=_number(row.get("score")) or 0.0, start=cell_offset(row.get("start")),
                   end=cell_offset(row.get("end")), page=cell_offset(row.get("page")),
                   evidence=_cell(row.get("evidence")), bridge_entity=_text(row.get("bridge_entity")) or None,
-                  ensemble=truthy(row.get("ensemble")), final=final_cell(row, stage.value),
+                  ensemble=truthy(row.get("ensemble")), final=is_final(row),
                   confidence=_number(row.get("confidence")),
                   coder={k: v for k, v in row.items() if k not in written})
 

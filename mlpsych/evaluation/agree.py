@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from mlpsych.answers import AnswerStage
 from mlpsych.evaluation.evaluate import EvalInputError, parse_models, read_sheet, row_groups
 from mlpsych.evaluation.sheets import check_coded
-from mlpsych.marks import verdict, warn_unreadable
+from mlpsych.marks import is_final, row_stage, verdict, warn_unreadable
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def read_codings(path: str | Path) -> tuple[list[Coding], list[str]]:
     if not coders:
         check_coded(rows, path)
         raise EvalInputError(f"{path}: sheet 'answers' has no 'correct' column to read codes from")
-    found = [r for r in rows if str(r.get("stage") or "").strip().lower() != AnswerStage.CODER.value]
+    found = [r for r in rows if row_stage(r) != AnswerStage.CODER.value]
     if len(found) < len(rows):
         logger.info("left out %d answer(s) coders added: they are not the tool's answers", len(rows) - len(found))
     rows = found
@@ -74,21 +74,10 @@ def read_codings(path: str | Path) -> tuple[list[Coding], list[str]]:
     for row in rows:
         marks = {coder: _mark(row, coder) for coder in coders}
         question = str(row.get("question_id") or "").strip()
-        stage = str(row.get("stage") or "").strip().lower()
+        stage = row_stage(row)
         groups = row_groups(row, "normalized" if stage != "extractive" else stage, len(models_of[question]) > 1)
-        codings.append(Coding(question, groups, stage, marks, final_cell(row, stage)))
+        codings.append(Coding(question, groups, stage, marks, is_final(row)))
     return codings, coders
-
-
-def final_cell(row: dict[str, Any], stage: str) -> bool:
-    """Whether a row is one of the paper's answers: its ``final`` cell, else (a sheet without one) any row but an
-    ungrounded item. A run that keeps ungrounded items (the reference preset) writes them as final."""
-    value = row.get("final")
-    if isinstance(value, bool):
-        return value
-    if str(value or "").strip().lower() in ("true", "false", "1", "0"):
-        return str(value).strip().lower() in ("true", "1")
-    return stage != AnswerStage.UNGROUNDED.value
 
 
 def _mark(row: dict[str, Any], coder: str) -> bool | None:

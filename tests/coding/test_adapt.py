@@ -160,7 +160,8 @@ def test_command_line_refuses_in_one_line(tmp_path: Path, capsys, tiny_bert: Pat
 
     texts = tmp_path / "texts.jsonl"
     texts.write_text(json.dumps({"id": "A", "text": PAPER_A}) + "\n", encoding="utf-8")
-    uncoded = write_sheet(tmp_path / "u.xlsx", [["A", "", "q1", "?", "random forests"] + [None] * (len(HEADER) - 5)])
+    uncoded = write_sheet(tmp_path / "u.xlsx", [["A", "", "q1", "?", "random forests", "extractive"]
+                                                 + [None] * (len(HEADER) - 6)])  # blank stage: a coder's row
     args = ["adapt", "--reader", str(tiny_bert), "--texts", str(texts), "--out", str(tmp_path / "out"),
             "--no-progress", "--coded"]
     assert main(args + [str(uncoded)]) == 2

@@ -8,11 +8,15 @@ import pytest
 from openpyxl import load_workbook
 
 from mlpsych.answers import Answer
+from mlpsych.coding.coded import coding_from_sheets
+from mlpsych.coding.confidence import labelled
 from mlpsych.coding.keep import is_coded, keep_coding, read_kept_coding
 from mlpsych.documents import Document
 from mlpsych.errors import EvalInputError
+from mlpsych.evaluation.agree import read_codings
 from mlpsych.evaluation.evaluate import read_sheet
 from mlpsych.export import write_result
+from mlpsych.marks import is_final, row_stage
 from mlpsych.pipeline import RunResult
 from mlpsych.questions import parse_question_set
 
@@ -90,3 +94,21 @@ def test_a_sheet_without_coding_is_refused(tmp_path):
     sheet = write_result(run(answer("A", "q1", "BERT")), tmp_path / "results.xlsx")
     with pytest.raises(EvalInputError, match="none of its answers is coded"):
         read_kept_coding(sheet)
+
+
+def test_a_row_typed_in_by_hand_is_a_coders_added_answer_for_every_command(tmp_path):
+    """A row a coder typed into the sheet (stage and final left blank) was the tool's answer to `agree` (counted in
+    its precision) and `adapt` (an accepted answer), left out by `calibrate` (not final), and a coder's added
+    answer to --keep-coding: one reading now, a coder's added answer, on the coded sheet and on the kept one."""
+    coded = coded_sheet(tmp_path)
+    kept = write_result(keep_coding(run(), read_kept_coding(coded), DOCS), tmp_path / "kept.xlsx")
+    for sheet in (coded, kept):
+        rows = read_sheet(sheet, "answers")
+        hand = [r for r in rows if r["answer"] == "predict burnout"]
+        assert [(row_stage(r), is_final(r)) for r in hand] == [("coder", True)]
+        codings, _ = read_codings(sheet)
+        assert len(codings) == len(rows) - 1  # not the tool's answer: out of agree's precision
+        spans = coding_from_sheets([sheet], {d.id: d for d in DOCS}).spans
+        assert [s.how for s in spans if s.text == "predict burnout"] == ["added"]
+        marked = labelled(rows, {d.id: d.text for d in DOCS}, {}, lambda row, item: True)
+        assert len(marked.y) == len(rows) - 1  # calibrate: every final row of the tool's, the hand row not

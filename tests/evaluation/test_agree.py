@@ -12,7 +12,7 @@ openpyxl = pytest.importorskip("openpyxl")
 from mlpsych.cli import agree_cmd  # noqa: E402
 from mlpsych.errors import UserError  # noqa: E402
 from mlpsych.evaluation import agree  # noqa: E402
-from mlpsych.marks import parse_code  # noqa: E402
+from mlpsych.marks import is_final, parse_code  # noqa: E402
 
 # question, models, stage, correct, correct_2 (row 9 holds an unreadable mark, row 8 a blank)
 CODED = [
@@ -298,7 +298,7 @@ def test_ungrounded_items_a_run_kept_as_answers_count_for_its_precision():
     right = agree.Coding("q1", ["m"], "normalized", {"correct": True})
     kept = agree.Coding("q1", ["m"], "ungrounded", {"correct": False}, final=True)
     apart = agree.Coding("q1", ["m"], "ungrounded", {"correct": False}, final=False)
-    assert [agree.final_cell({"final": v}, "ungrounded") for v in (True, "TRUE", "False", None)] == \
+    assert [is_final({"final": v, "stage": "ungrounded"}) for v in (True, "TRUE", "False", None)] == \
         [True, True, False, False]
     for codings, expected in (([right, kept], 0.5), ([right, apart], 1.0)):
         rows = {(r.question, r.model): r for r in agree.precision_table(codings, ["correct"])}
