@@ -18,7 +18,8 @@ out of that question.
 Rows of the table are the reader models and ``combined``. An extractive answer belongs to its model, or to
 ``combined`` when it is an ensemble row (``ensemble: true`` or more than one model). A normalized answer
 belongs to every model whose LLM output held it, and to ``combined`` when the question had several readers.
-``ungrounded`` answers are never scored. All sub-question answers of a multi-hop question count as that
+``ungrounded`` answers are never scored, nor a coder's (stage ``coder``, or left blank in a sheet with a
+``stage`` column: a row typed in by hand, :func:`mlpsych.marks.row_stage`). All sub-question answers of a multi-hop question count as that
 paper's prediction list. Confidence intervals resample papers (paired across models) with replacement; the
 papers whose F1 is undefined are skipped in each resample's F1 mean.
 """
@@ -49,6 +50,7 @@ from mlpsych.evaluation.metrics import (
     clean_answers,
     score_item,
 )
+from mlpsych.marks import row_stage
 
 logger = logging.getLogger(__name__)
 
@@ -393,7 +395,7 @@ def collect_predictions(
             unknown_questions.add(str(row.get("question_id")))
             continue
         models_of[question].update(parse_models(row.get("models")))
-        stage = str(row.get("stage") or "extractive").strip().lower()
+        stage = row_stage(row) or "extractive"  # blank in a sheet with the column: a coder's row, not scored
         if stage in ("extractive", "normalized"):
             prepared.append((row, paper, question, stage))
     for row, paper, question, stage in prepared:

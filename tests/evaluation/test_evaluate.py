@@ -147,6 +147,18 @@ def test_stage_option():
     assert normalized[("q2", A)].metrics["EMat"] == pytest.approx(2.5 / 3)
 
 
+def test_a_row_a_coder_typed_in_is_not_scored_as_the_tools_answer():
+    """A row added by hand to a results sheet leaves ``stage`` blank: a coder's answer, as agree and adapt read it
+    (mlpsych.marks.row_stage); scored as the tool's, it lifted model A's extractive q2 F1 from 0.5 to 1 here."""
+    typed_in = row("p1", "q2", "R", [A], stage="")
+    without_column = {k: v for k, v in typed_in.items() if k != "stage"}  # a file that says nothing of stages
+    gold = ev.gold_from_dict(GOLD)
+    for added, f1 in ((typed_in, 0.5), (without_column, 1.0)):
+        for stage in ("extractive", "best"):
+            scored = _by_key(ev.evaluate(gold, ROWS + [added], questions=["q2"], stage=stage, texts=RAN))
+            assert scored[("q2", A)].metrics["F1"] == pytest.approx(f1 if stage == "extractive" else 0.5)
+
+
 def test_similar_match_with_injected_similarity():
     def shares_a_word(a: str, b: str) -> float:
         return 0.9 if set(normalize_answer(a).split()) & set(normalize_answer(b).split()) else 0.0
