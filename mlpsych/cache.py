@@ -42,6 +42,17 @@ def make_key(**parts: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def library_versions() -> dict[str, str]:
+    """The versions of the libraries that turn a model's files into its outputs (tokenization, kernels, decoding):
+    an upgrade can move answers, so a result cached under other versions is made again, and the versions a run
+    sheet records are those that made its answers."""
+    import tokenizers
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
+
+
 def model_fingerprint(model_id: str) -> str:
     """A model's identity for the cache: for a local folder, its config, tokenizer, template and weight files'
     sizes and times; for a Hub id, the id and the commit of its locally cached snapshot (a model updated on the

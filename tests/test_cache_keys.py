@@ -7,6 +7,7 @@ setting missing from the key would reuse stale results, one wrongly in it would 
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 from dataclasses import dataclass
@@ -95,6 +96,13 @@ def q2_model_revised(b: Baseline, env: pytest.MonkeyPatch, request) -> tuple[Rea
     return READER, b.questions
 
 
+def library_upgraded(name: str) -> Callable[..., tuple[ReaderSettings, QuestionSet]]:
+    def upgrade(b: Baseline, env: pytest.MonkeyPatch, request) -> tuple[ReaderSettings, QuestionSet]:
+        env.setattr(importlib.import_module(name), "__version__", "99.0.0")
+        return READER, b.questions
+    return upgrade
+
+
 def reader(**changes) -> Callable[..., tuple[ReaderSettings, QuestionSet]]:
     return lambda b, env, request: (READER.model_copy(update=changes), b.questions)
 
@@ -141,6 +149,9 @@ CASES: dict[str, tuple[Callable[..., tuple[ReaderSettings, QuestionSet]], Callab
     "q1 may be empty": (asked("q1", allow_empty=True), of("q1")),
     "q2 retrieval budget": (asked("q2", retrieval=RetrievalSpec(mode="bm25", budget=1)), of("q2")),
     "q2's model revised": (q2_model_revised, lambda b, unit: unit[0] == str(b.electra)),
+    "transformers upgraded": (library_upgraded("transformers"), everything),
+    "tokenizers upgraded": (library_upgraded("tokenizers"), everything),
+    "torch upgraded": (library_upgraded("torch"), everything),
 }
 
 
@@ -174,6 +185,8 @@ PROMPTS = ["List the methods:\nrandom forest\nRF", "List the software:\ncaret\nR
 
 @pytest.mark.slow
 def test_llm_outputs_are_cached_per_setting_that_changes_them(tiny_models, tmp_path, monkeypatch):
+    import transformers
+
     from mlpsych.errors import NormalizerUnavailable
     from mlpsych.normalize.cache import CachedNormalizer
 
@@ -195,6 +208,9 @@ def test_llm_outputs_are_cached_per_setting_that_changes_them(tiny_models, tmp_p
     assert generated() == 0  # "auto" is now that other dtype: its outputs are reused
     monkeypatch.delenv(DTYPE_ENV)
     assert generated(max_new_tokens=9) == 2
+    with monkeypatch.context() as upgraded:
+        upgraded.setattr(transformers, "__version__", "99.0.0")  # generation may change with the library
+        assert generated() == 2
     assert generated([PROMPTS[0], "List the methods:\nlasso"]) == 1
     config = llama / "tokenizer_config.json"  # the chat template lives here: a revised model
     config.write_text(config.read_text(encoding="utf-8") + "\n", encoding="utf-8")

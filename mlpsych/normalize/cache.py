@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlpsych.cache import ResultCache, make_key, model_fingerprint
+from mlpsych.cache import ResultCache, library_versions, make_key, model_fingerprint
 from mlpsych.settings import LLMSettings
 
 
@@ -29,7 +29,7 @@ class CachedNormalizer:
         _, dtype = self._normalizer.resolve_device_and_dtype()
         return make_key(stage="normalize", model=model_fingerprint(self.model), prompt=prompt,
                         dtype=str(dtype).removeprefix("torch."), max_new_tokens=self.settings.max_new_tokens,
-                        quantization=self.settings.quantization)
+                        quantization=self.settings.quantization, libraries=library_versions())
 
     def _loaded(self):
         if self._unavailable is not None:

@@ -15,7 +15,7 @@ from itertools import accumulate
 from tqdm.auto import tqdm
 
 from mlpsych.answers import Span
-from mlpsych.cache import make_key, model_fingerprint
+from mlpsych.cache import library_versions, make_key, model_fingerprint
 from mlpsych.documents import Document
 from mlpsych.pipeline.context import ModelPool, StageContext
 from mlpsych.pipeline.records import Level, LevelSize, Unit, reading_unit
@@ -88,7 +88,7 @@ class CachedReader:
             stage="read", version=READER_VERSION, doc=doc.sha256, model=model_fingerprint(self.model),
             question=query.text, top_k=query.top_k, max_answer_tokens=query.max_answer_tokens,
             allow_empty=query.allow_empty, windows=query.windows, passages=query.passages,
-            settings=self.ctx.settings.reader.cache_fields(),
+            settings=self.ctx.settings.reader.cache_fields(), libraries=library_versions(),
             **({"selected_by": query.selected_by} if query.selected_by else {}),
         )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from mlpsych.cache import make_key, model_fingerprint
+from mlpsych.cache import library_versions, make_key, model_fingerprint
 from mlpsych.documents import Document
 from mlpsych.errors import ModelLoadError
 from mlpsych.pipeline.context import ModelPool
@@ -73,4 +73,4 @@ def cascade_identity(settings: RunSettings) -> str:
     unset = set() if cascade_settings.tool_windows else {"tool_windows"}
     return make_key(model=model_fingerprint(cascade_settings.model),
                     cascade=cascade_settings.model_dump(exclude={"model"} | unset),
-                    small_reader=settings.reader.cache_fields())
+                    small_reader=settings.reader.cache_fields(), libraries=library_versions())
