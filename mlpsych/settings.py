@@ -97,18 +97,20 @@ class ReaderSettings(BaseModel):
         return runtime
 
     def cache_fields(self) -> dict:
-        """Settings that change the result: windowing, decoding, the runtime and the dtype the model runs in,
-        ``auto`` resolved for this machine (and ``$MLPSYCH_DTYPE``) without loading the model. ``max_length`` None
-        is the model's maximum, which its fingerprint covers. Device and batch size change nothing beyond float
-        noise."""
+        """Settings that change the result: windowing, decoding, the runtime (ONNX Runtime's version) and the dtype
+        the model runs in, ``auto`` resolved for this machine (and ``$MLPSYCH_DTYPE``) without loading the model.
+        ``max_length`` None is the model's maximum, which its fingerprint covers. Device and batch size change
+        nothing beyond float noise."""
         from mlpsych.models import dtype_name
 
         fields = self.model_dump(exclude={"device", "dtype", "batch_size", "runtime"})
         if self.runtime == "torch":  # the default adds nothing to the key, so results cached before it stay valid
             return {**fields, "dtype": dtype_name(self.dtype, self.device, int8=True)}
-        from mlpsych.onnx_runtime import onnx_dtype
+        from mlpsych.onnx_runtime import import_onnxruntime, onnx_dtype
 
-        return {**fields, "dtype": onnx_dtype(self.dtype, self.device), "runtime": self.runtime}
+        # its kernels make the outputs (torch's version is in every read's key: mlpsych.cache.library_versions)
+        return {**fields, "dtype": onnx_dtype(self.dtype, self.device), "runtime": self.runtime,
+                "onnxruntime": import_onnxruntime().__version__}
 
 
 class LLMSettings(BaseModel):

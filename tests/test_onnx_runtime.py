@@ -207,8 +207,10 @@ def test_cache_fields_name_the_runtime_and_its_own_auto(monkeypatch):
     ort = ReaderSettings(runtime="onnxruntime").cache_fields()
     assert ort["runtime"] == "onnxruntime" and ort["dtype"] == "float32"
     assert ReaderSettings(runtime="onnxruntime", dtype="int8").cache_fields()["dtype"] == "qint8"
-    assert {k: v for k, v in ort.items() if k not in ("runtime", "dtype")} == \
+    assert {k: v for k, v in ort.items() if k not in ("runtime", "dtype", "onnxruntime")} == \
         {k: v for k, v in torch_fields.items() if k != "dtype"}
+    monkeypatch.setattr(onnx_runtime.import_onnxruntime(), "__version__", "99.0.0")  # an upgrade of ONNX Runtime reads again
+    assert ReaderSettings(runtime="onnxruntime").cache_fields() == {**ort, "onnxruntime": "99.0.0"}
 
 
 def test_a_cache_folder_that_takes_no_export_is_one_clear_error(tiny_models, tiny_questions, examples_dir, tmp_path,
