@@ -8,11 +8,12 @@ Until then the workbook and this file are the coded sheet together: the review r
 ``read_sheet`` (``mlpsych agree``, ``adapt``, ``calibrate``, ``eval``, a rerun's check for coding) applies them, so
 every reader of a coded sheet sees the same marks.
 
-The file's first line holds the SHA-256 of the workbook its changes apply to. A workbook that is no longer that
-one was either written with the changes (the line ``{"written": <its hash>}`` is added before it replaces the old
-one, so a stop between the two is told apart) or changed elsewhere (saved from Excel): then the changes are not
-applied to it, and a warning says so and where they are. This module imports nothing of the commands, so each can
-import it.
+The file's first line holds the SHA-256 of the workbook the changes were made on; a workbook written with the
+changes is told by the line ``{"written": <its hash>}``, added before it replaces the old one (so a stop between
+the two is told apart). Otherwise each change is applied by its row's content (:mod:`mlpsych.journal_match`), so a
+workbook saved again from Excel, even sorted, takes the coder's pending marks; only a change whose answer is gone
+or whose cells were changed elsewhere is not applied, and a warning says so and where it is kept. This module
+imports nothing of the commands, so each can import it.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+
+from mlpsych.journal_match import Change, describe, resolve
 
 logger = logging.getLogger(__name__)
-
-Change = tuple[int, dict[str, Any]]  # a row of the answers sheet (as a spreadsheet numbers it) and its new cells
 
 
 def journal_path(workbook: str | Path) -> Path:
@@ -41,6 +44,21 @@ def file_hash(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What the changes kept beside a workbook do to it as it is now."""
+
+    changes: list[Change] = field(default_factory=list)  # the cells to set, at the rows they are at now
+    conflicts: list[int] = field(default_factory=list)  # the file's lines whose row is gone or cells changed since
+    written: bool = False  # the workbook holds every change (the file is left over)
+
+
+def not_applied(count: int, workbook: Path, kept_in: Path) -> str:
+    """The one message for changes in conflict with the workbook."""
+    return (f"{count} change(s) made in the review were not applied to {workbook.name}: their answers are no longer "
+            f"in it, or their cells were changed there since (in Excel?). They are kept in {kept_in}.")
 
 
 class Journal:
@@ -65,34 +83,30 @@ class Journal:
                 break
         return lines
 
-    def state(self) -> tuple[str, list[Change]]:
-        """("none" | "pending" | "written" | "stale", the changes). "pending": changes the workbook lacks;
-        "written": the workbook holds them (the file is left over); "stale": the workbook was changed elsewhere."""
+    def state(self, rows: Iterable[Mapping[str, Any]]) -> Kept:
+        """What the changes do to the workbook whose answers sheet has ``rows`` (``read_sheet``'s, each with
+        ``_row``; read only when there are changes)."""
         lines = self._lines()
         if not lines or not self.workbook.is_file():
-            return "none", []
-        changes = [(int(line["row"]), dict(line["set"])) for line in lines[1:] if "row" in line]
+            return Kept()
         current = file_hash(self.workbook)
         if any(line.get("written") == current for line in lines[1:]):
-            return "written", changes
-        if lines[0].get("sha256") == current:
-            return "pending", changes
-        return "stale", changes
+            return Kept(written=True)
+        changes, conflicts = resolve(_changes(lines), rows, trusted=lines[0].get("sha256") == current)
+        return Kept(changes, conflicts)
 
-    def pending(self) -> list[Change]:
-        """The changes the workbook lacks, in the order they were made; none, with a warning, when the workbook
-        was changed elsewhere since they were made."""
-        state, changes = self.state()
-        if state == "stale":
-            logger.warning("%s: %d change(s) made in the review are not applied: %s was changed elsewhere after them "
-                           "(saved from Excel?). They are kept in %s.", self.workbook, len(changes), self.workbook.name,
-                           self.path)
-        return changes if state == "pending" else []
+    def pending(self, rows: Iterable[Mapping[str, Any]]) -> list[Change]:
+        """The changes the workbook lacks, in the order they were made, less those in conflict with it (said in a
+        warning)."""
+        kept = self.state(rows)
+        if kept.conflicts:
+            logger.warning("%s", not_applied(len(kept.conflicts), self.workbook, self.path))
+        return kept.changes
 
-    def record(self, row: int, values: dict[str, Any]) -> None:
-        """Append one change and force it to disk; the first change after a write starts the file (raises
-        OSError)."""
-        line = json.dumps({"row": row, "set": values}, ensure_ascii=False, default=str) + "\n"
+    def record(self, row: int, values: dict[str, Any], before: Mapping[str, Any]) -> None:
+        """Append one change (``before``: its row's cells before it, blank for an added row) and force it to
+        disk; the first change after a write starts the file (raises OSError)."""
+        line = json.dumps(describe(row, values, before), ensure_ascii=False, default=str) + "\n"
         if not self.path.exists():
             line = json.dumps({"workbook": self.workbook.name, "sha256": file_hash(self.workbook)}) + "\n" + line
         self._append(line)
@@ -105,12 +119,22 @@ class Journal:
     def clear(self) -> None:
         self.path.unlink(missing_ok=True)
 
-    def set_aside(self) -> Path:
-        """Move a stale file out of the way (kept, never deleted); its new name."""
+    def set_aside(self, conflicts: list[int]) -> Path:
+        """Copy the changes in conflict (:attr:`Kept.conflicts`) to a file of their own (kept, never deleted) and
+        mark them set aside here, or remove this file when they were all it still applied; the copy's name."""
         n = 1
         while (aside := self.path.with_name(f"{self.path.stem}-not-applied-{n}.jsonl")).exists():
             n += 1
-        os.replace(self.path, aside)
+        lines = self._lines()
+        kept = lines[:1] + [lines[number] for number in conflicts]
+        with aside.open("x", encoding="utf-8") as f:
+            f.writelines(json.dumps(line, ensure_ascii=False) + "\n" for line in kept)
+            f.flush()
+            os.fsync(f.fileno())
+        if {number for number, _ in _changes(lines)} <= set(conflicts):
+            self.clear()
+        else:
+            self._append(json.dumps({"set_aside": conflicts, "in": aside.name}) + "\n")
         return aside
 
     def _append(self, text: str) -> None:
@@ -118,6 +142,12 @@ class Journal:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+
+
+def _changes(lines: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """The change lines of the file, numbered, less those set aside."""
+    aside = {number for line in lines[1:] for number in line.get("set_aside", ())}
+    return [(number, line) for number, line in enumerate(lines) if number and "row" in line and number not in aside]
 
 
 def apply_to_rows(rows: list[dict[str, Any]], changes: Iterable[Change]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ import contextlib
 import io
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from mlpsych.documents import Document
 from mlpsych.errors import AppInputError, UserError
 from mlpsych.evaluation.sheets import is_csv
 from mlpsych.export import mark_choices, source_files
-from mlpsych.journal import Journal
+from mlpsych.journal import Journal, not_applied
 from mlpsych.marks import row_stage
 
 SHEET = "answers"
@@ -121,18 +122,19 @@ class ReviewSheet:
 
     def _changes_kept(self) -> str:
         """The changes kept beside the workbook by a review that did not write them into it (stopped, or still
-        open elsewhere), applied here; a file of changes the workbook, changed elsewhere since, cannot take is
-        moved aside and said."""
-        state, changes = self.journal.state()
-        if state == "pending":
-            self._apply(changes)
-        elif state == "written":
+        open elsewhere), applied here; those the workbook, changed elsewhere since, cannot take are moved aside
+        and said."""
+        kept = self.journal.state(self._sheet_rows())
+        if kept.written:
             self.journal.clear()
-        elif state == "stale":
-            aside = self.journal.set_aside()
-            return (f"{len(changes)} change(s) made in an earlier review were not applied: {self.path.name} was "
-                    f"changed elsewhere after them (saved from Excel?). They are kept in {aside}.")
-        return ""
+        self._apply(kept.changes)
+        return self._set_aside(kept.conflicts)
+
+    def _set_aside(self, conflicts: list[int]) -> str:
+        """The changes in conflict with the workbook moved aside (kept), said; nothing when there are none."""
+        if not conflicts:
+            return ""
+        return not_applied(len(conflicts), self.path, self.journal.set_aside(conflicts))
 
     def _apply(self, changes) -> None:
         for row, values in changes:
@@ -144,6 +146,12 @@ class ReviewSheet:
                 self._questions = None
 
     # -- reading -----------------------------------------------------------------------------------------------
+    def _sheet_rows(self) -> Iterator[dict[str, Any]]:
+        """The sheet's non-blank rows as ``read_sheet`` gives them: what the kept changes find their rows in."""
+        for row, values in enumerate(self.sheet.iter_rows(min_row=2, values_only=True), start=2):
+            if any(value is not None for value in values):
+                yield dict(zip(self.header, values)) | {"_row": row}
+
     def _rows_by_paper(self) -> dict[str, list[int]]:
         """Each paper's rows, in sheet order, from one pass over the sheet: the page asked every paper for its
         rows on every redraw, each a pass over the whole sheet (papers x rows; a 1,000-paper run's review took
@@ -277,12 +285,13 @@ class ReviewSheet:
     def _change(self, row: int, values: dict[str, Any]) -> None:
         """Cells of one row set here and kept at once beside the workbook; after a change that could not be kept,
         the workbook is written instead (with all the coding held here)."""
+        before = {name: self._get(row, name) for name in self.header}
         self._apply([(row, values)])
         if self.unsaved:
             self.save()
             return
         try:
-            self.journal.record(row, values)
+            self.journal.record(row, values, before)
         except OSError as error:
             self.unsaved = True
             raise self._not_saved(error) from None
@@ -302,15 +311,12 @@ class ReviewSheet:
             return
         partial = self.path.with_name(f".{self.path.name}.saving{self.path.suffix}")
         try:
-            state, changes = self.journal.state()
-            if state == "pending":
-                self._apply(changes)
+            kept = self.journal.state(self._sheet_rows())
+            if kept.changes:
+                self._apply(kept.changes)
                 self._rows = self._rows_by_paper()
                 self._counts.clear()
-            elif state == "stale":
-                self.notice = (f"{self.path.name} was changed elsewhere during this review (saved from Excel?): "
-                               f"this review's coding is written over it; the changes kept beside it are in "
-                               f"{self.journal.set_aside()}.")
+            self.notice = self._set_aside(kept.conflicts) or self.notice
             self.book.save(partial)
             self.journal.written(partial)
             os.replace(partial, self.path)

@@ -227,7 +227,7 @@ def read_sheet(path: str | Path | bytes, sheet: str, required: bool = True) -> l
     if sheet == "answers" and not isinstance(path, bytes) and not is_csv(path):
         from mlpsych.journal import Journal, apply_to_rows
 
-        rows = apply_to_rows(rows, Journal(path).pending())
+        rows = apply_to_rows(rows, Journal(path).pending(rows))
     return rows
 
 

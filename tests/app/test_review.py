@@ -265,30 +265,140 @@ def test_a_crash_while_the_workbook_is_written_loses_and_repeats_nothing(sheet_p
     assert not journal_path(sheet_path).exists() and len(review.items("A")) == 4
 
 
-def test_changes_kept_for_a_workbook_saved_elsewhere_since_are_not_applied_to_it(sheet_path: Path, documents,
-                                                                                caplog):
-    """The coder stopped, then edited the workbook in Excel (sorted it): the changes kept beside it name rows of
-    the workbook as it was, and applying them would mark other answers. They are left out, with a warning, and
-    the review moves them aside (kept) and says so."""
+def _saved_elsewhere(path: Path, edit=lambda answers: None) -> None:
+    """``path`` opened and saved again as Excel would (``edit`` done to its answers sheet first): its bytes, so its
+    SHA-256, change even when its cells do not (openpyxl saving an unchanged workbook within the second it was
+    written gives the same bytes, so the document's properties are changed as Excel changes them)."""
     from openpyxl import load_workbook
 
+    before = path.read_bytes()
+    book = load_workbook(path)
+    edit(book["answers"])
+    book.properties.lastModifiedBy = "Microsoft Excel"
+    book.save(path)
+    assert path.read_bytes() != before
+
+
+def _sorted_by_answer(answers) -> None:
+    """Excel's Data > Sort on the answer column: the rows' cells move, the row numbers stay."""
+    rows = [[cell.value for cell in row] for row in answers.iter_rows(min_row=2)]
+    column = [cell.value for cell in answers[1]].index("answer")
+    for number, values in enumerate(sorted(rows, key=lambda r: str(r[column])), start=2):
+        for index, value in enumerate(values, start=1):
+            answers.cell(row=number, column=index, value=value)
+
+
+def _coding(rows) -> dict[str, tuple]:
+    return {r["answer"]: (r["correct"], r["corrected_answer"]) for r in rows}
+
+
+CODED = {"students": ("no", None), "random forests": ("yes", None), "caret": (None, "the caret package"),
+         "baseline": ("yes", None)}
+CRASHED = ("review.mark(items['students'], False)\nreview.mark(items['random forests'], True)\n"
+           "review.correct_to(items['caret'], 'the caret package')\nreview.add('A', 'q1', 'baseline')")
+
+
+@pytest.mark.parametrize("edit", [lambda answers: None, _sorted_by_answer], ids=["saved again", "sorted"])
+def test_changes_kept_apply_to_the_workbook_saved_again_or_sorted_elsewhere(sheet_path: Path, documents, caplog,
+                                                                            edit):
+    """The coder stopped with marks kept beside the workbook, then opened it in Excel and saved it (or sorted it,
+    or a sync tool rewrote it): its SHA-256 changed, and every kept change was set aside, to be made again. Each
+    change finds its answer's row by its content, sorted or not, and applies: for `mlpsych agree` and `adapt`, in
+    the review, and in the workbook once written."""
     from mlpsych.evaluation.evaluate import read_sheet
     from mlpsych.journal import journal_path
 
-    _crash(sheet_path, "review.mark(items['students'], False)")
-    book = load_workbook(sheet_path)
-    answers = book["answers"]
-    first, second = ([cell.value for cell in answers[n]] for n in (2, 3))
-    for column, (one, other) in enumerate(zip(first, second), start=1):  # sorted elsewhere: two rows swap places
-        answers.cell(row=2, column=column, value=other)
-        answers.cell(row=3, column=column, value=one)
-    book.save(sheet_path)  # (a save alone, within the second the review wrote it, can give the same bytes)
-    assert all(r["correct"] is None for r in read_sheet(sheet_path, "answers"))
-    assert "1 change(s) made in the review are not applied" in caplog.text
+    _crash(sheet_path, CRASHED)
+    _saved_elsewhere(sheet_path, edit)
+    assert _coding(read_sheet(sheet_path, "answers")) == CODED
+    assert "not applied" not in caplog.text
+    spans = {(s.text, s.how) for s in coding_from_sheets([sheet_path], documents).spans}  # `mlpsych adapt`
+    assert {("random forests", "accepted"), ("the caret package", "corrected"), ("baseline", "added"),
+            ("students", "wrong")} <= spans
+
     review = ReviewSheet(sheet_path, documents)
-    assert "were not applied" in review.notice and not journal_path(sheet_path).exists()
-    assert all(i.correct is None for i in review.items("A"))
-    assert sheet_path.with_name("results-changes-not-applied-1.jsonl").is_file()
+    assert review.notice == "" and not list(sheet_path.parent.glob("*not-applied*"))
+    assert {i.answer: (i.correct, i.corrected) for i in review.items("A")} == {
+        "students": (False, ""), "random forests": (True, ""), "caret": (None, "the caret package"),
+        "baseline": (True, "")}
+    review.note(review.items("A")[0].row, "checked")
+    review.save()
+    assert not journal_path(sheet_path).exists() and review.notice == ""
+    rows = read_sheet(sheet_path, "answers")  # the workbook itself holds them now
+    assert _coding(rows) == CODED and [r["notes"] for r in rows].count("checked") == 1
+
+
+def test_only_changes_whose_answer_is_gone_or_cells_changed_elsewhere_are_set_aside(sheet_path: Path, documents,
+                                                                                   caplog):
+    """In Excel, after the coder stopped, the caret answer was deleted and another coder marked "students" right:
+    those two kept changes conflict and are set aside (kept, and said once: how many, and where), the others
+    apply."""
+    from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.journal import journal_path
+
+    def edited(answers) -> None:
+        header = [cell.value for cell in answers[1]]
+        answers.cell(row=3, column=header.index("correct") + 1, value="yes")  # students, marked elsewhere
+        assert answers.cell(row=4, column=header.index("answer") + 1).value == "caret"
+        answers.delete_rows(4)
+
+    _crash(sheet_path, CRASHED)
+    _saved_elsewhere(sheet_path, edited)
+    expected = {"random forests": ("yes", None), "students": ("yes", None), "baseline": ("yes", None)}
+    assert _coding(read_sheet(sheet_path, "answers")) == expected
+    assert ("2 change(s) made in the review were not applied to results.xlsx" in caplog.text
+            and str(journal_path(sheet_path)) in caplog.text)
+
+    review = ReviewSheet(sheet_path, documents)
+    aside = sheet_path.with_name("results-changes-not-applied-1.jsonl")
+    assert review.notice.startswith("2 change(s) made in the review were not applied") and str(aside) in review.notice
+    lines = aside.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3 and '"the caret package"' in lines[2] and '"no"' in lines[1]  # the workbook's line first
+    assert {i.answer: i.correct for i in review.items("A")} == {"random forests": True, "students": True,
+                                                               "baseline": True}
+    caplog.clear()
+    assert _coding(read_sheet(sheet_path, "answers")) == expected and "not applied" not in caplog.text
+    review.save()
+    assert not journal_path(sheet_path).exists() and aside.is_file()
+    assert _coding(read_sheet(sheet_path, "answers")) == expected
+
+
+def test_changes_kept_that_the_workbook_saved_again_already_holds_apply_once(sheet_path: Path, documents):
+    """A review died after writing the workbook, before removing the changes kept beside it, and the workbook was
+    then saved again elsewhere: its cells hold the changes, which are neither set aside nor applied twice."""
+    from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.journal import journal_path
+
+    _crash(sheet_path, CRASHED + "\nreview.mark(items['students'], True)\nreview.mark(items['students'], None)\n"
+                                 "review.journal.clear = lambda: os._exit(9)\nreview.save()")
+    _saved_elsewhere(sheet_path)
+    assert journal_path(sheet_path).is_file()
+    coded = CODED | {"students": (None, None)}
+    assert _coding(read_sheet(sheet_path, "answers")) == coded
+    review = ReviewSheet(sheet_path, documents)
+    assert review.notice == "" and len(review.items("A")) == 4
+    assert not list(sheet_path.parent.glob("*not-applied*"))
+
+
+def test_changes_kept_by_an_earlier_version_apply_by_row_number_to_their_workbook_only(sheet_path: Path,
+                                                                                      documents):
+    """A file of kept changes written before they named their rows' content (row numbers only) applies to the
+    very workbook it was made on, as it did; on one saved elsewhere since it is set aside whole."""
+    import json
+
+    from mlpsych.evaluation.evaluate import read_sheet
+    from mlpsych.journal import file_hash, journal_path
+
+    lines = [{"workbook": sheet_path.name, "sha256": file_hash(sheet_path)}, {"row": 3, "set": {"correct": "no"}}]
+    journal_path(sheet_path).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    assert _coding(read_sheet(sheet_path, "answers"))["students"] == ("no", None)
+    _saved_elsewhere(sheet_path, _sorted_by_answer)
+    assert _coding(read_sheet(sheet_path, "answers"))["students"] == (None, None)
+    review = ReviewSheet(sheet_path, documents)
+    assert review.notice.startswith("1 change(s) made in ") and "were not applied" in review.notice
+    assert not journal_path(sheet_path).exists()
+    assert sheet_path.with_name("results-changes-not-applied-1.jsonl").read_text(encoding="utf-8").splitlines() == [
+        json.dumps(line) for line in lines]
 
 
 def test_a_review_leaving_its_paper_keeps_another_coders_changes(sheet_path: Path, documents):
