@@ -169,7 +169,10 @@ class ReviewSheet:
         return self.sheet.cell(row=row, column=index).value if index else None
 
     def _set(self, row: int, name: str, value: Any) -> None:
-        cell = self.sheet.cell(row=row, column=self._index[name], value=value)
+        """One cell set, blank included (openpyxl's ``cell(value=None)`` leaves the cell as it was, so a mark
+        taken back, "not coded", stayed in the workbook)."""
+        cell = self.sheet.cell(row=row, column=self._index[name])
+        cell.value = value
         if isinstance(value, str):
             cell.data_type = "s"  # a coder's text is data, never a formula
 

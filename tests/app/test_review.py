@@ -401,6 +401,26 @@ def test_changes_kept_by_an_earlier_version_apply_by_row_number_to_their_workboo
         json.dumps(line) for line in lines]
 
 
+def test_a_mark_taken_back_leaves_the_workbook_cell_blank(sheet_path: Path, documents):
+    """A mark set back to "not coded", a correction or note cleared: the written workbook kept the old cell (the
+    review set a cell with openpyxl's ``cell(value=None)``, which sets nothing), and the coder's change was lost
+    once the changes kept beside it were removed."""
+    from mlpsych.evaluation.evaluate import read_sheet
+
+    review = ReviewSheet(sheet_path, documents)
+    row = review.items("A")[0].row
+    review.mark(row, True)
+    review.correct_to(row, "120 students")
+    review.note(row, "unsure")
+    review.save()
+    review.mark(row, None)
+    review.correct_to(row, "")
+    review.note(row, "")
+    review.save()
+    cells = next(r for r in read_sheet(sheet_path, "answers") if r["_row"] == row)
+    assert (cells["correct"], cells["corrected_answer"], cells["notes"]) == (None, None, None)
+
+
 def test_a_review_leaving_its_paper_keeps_another_coders_changes(sheet_path: Path, documents):
     """Two coders in two sessions on one workbook: the first one's workbook, written when it left the paper, took
     the second's marks made meanwhile along (each write was of its own session's coding, and wrote over the
