@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlpsych.journal_match import Change, describe, resolve
+from mlpsych.journal_match import Change, RowsOf, describe, resolve, rows_of
 
 logger = logging.getLogger(__name__)
 
@@ -83,22 +83,22 @@ class Journal:
                 break
         return lines
 
-    def state(self, rows: Iterable[Mapping[str, Any]]) -> Kept:
-        """What the changes do to the workbook whose answers sheet has ``rows`` (``read_sheet``'s, each with
-        ``_row``; read only when there are changes)."""
+    def state(self, rows: RowsOf, last_row: int) -> Kept:
+        """What the changes do to the workbook, whose answers sheet has ``rows`` (read only when there are
+        changes, of the papers they name) and ends at ``last_row``."""
         lines = self._lines()
         if not lines or not self.workbook.is_file():
             return Kept()
         current = file_hash(self.workbook)
         if any(line.get("written") == current for line in lines[1:]):
             return Kept(written=True)
-        changes, conflicts = resolve(_changes(lines), rows, trusted=lines[0].get("sha256") == current)
+        changes, conflicts = resolve(_changes(lines), rows, last_row, trusted=lines[0].get("sha256") == current)
         return Kept(changes, conflicts)
 
-    def pending(self, rows: Iterable[Mapping[str, Any]]) -> list[Change]:
-        """The changes the workbook lacks, in the order they were made, less those in conflict with it (said in a
-        warning)."""
-        kept = self.state(rows)
+    def pending(self, rows: list[dict[str, Any]]) -> list[Change]:
+        """The changes the workbook with ``rows`` (``read_sheet``'s) lacks, in the order they were made, less those
+        in conflict with it (said in a warning)."""
+        kept = self.state(rows_of(rows), max((row["_row"] for row in rows), default=1))
         if kept.conflicts:
             logger.warning("%s", not_applied(len(kept.conflicts), self.workbook, self.path))
         return kept.changes

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from mlpsych.journal_match import describe, resolve
+from mlpsych.journal_match import describe, resolve, rows_of
 
 
-def row(number: int, answer: str, **cells) -> dict:
-    return {"_row": number, "paper_id": "A", "question_id": "q1", "stage": "extractive", "models": "m",
+def resolved(kept: list[tuple[int, dict]], rows: list[dict], trusted: bool = False) -> tuple[list, list[int]]:
+    """(changes to apply, lines in conflict) of ``kept`` on a sheet of ``rows``."""
+    return resolve(kept, rows_of(rows), max((r["_row"] for r in rows), default=1), trusted=trusted)
+
+
+def row(number: int, answer: str, paper: str = "A", **cells) -> dict:
+    return {"_row": number, "paper_id": paper, "question_id": "q1", "stage": "extractive", "models": "m",
             "answer": answer, "start": len(answer), "end": 2 * len(answer), **cells}
 
 
@@ -19,7 +24,7 @@ def test_a_change_follows_its_row_to_where_a_sort_moved_it():
     before = [row(2, "forests"), row(3, "students")]
     sorted_elsewhere = [row(2, "students"), row(3, "forests")]
     kept = lines((3, {"correct": "no"}, before[1]), (2, {"correct": "yes"}, before[0]))
-    assert resolve(kept, sorted_elsewhere, trusted=False) == ([(2, {"correct": "no"}), (3, {"correct": "yes"})], [])
+    assert resolved(kept, sorted_elsewhere) == ([(2, {"correct": "no"}), (3, {"correct": "yes"})], [])
 
 
 def test_a_workbook_holding_a_later_value_of_a_cell_takes_the_changes_up_to_it():
@@ -27,15 +32,15 @@ def test_a_workbook_holding_a_later_value_of_a_cell_takes_the_changes_up_to_it()
     first = row(2, "forests")
     kept = lines((2, {"correct": "yes"}, first), (2, {"correct": "no"}, first | {"correct": "yes"}),
                  (2, {"correct": None}, first | {"correct": "no"}))
-    assert resolve(kept, [first | {"correct": "no"}], trusted=False) == ([(2, {"correct": None})], [])
-    assert resolve(kept[:2], [first | {"correct": "no"}], trusted=False) == ([], [])
+    assert resolved(kept, [first | {"correct": "no"}]) == ([(2, {"correct": None})], [])
+    assert resolved(kept[:2], [first | {"correct": "no"}]) == ([], [])
 
 
 def test_a_cell_changed_elsewhere_or_a_row_gone_is_a_conflict_and_the_others_apply():
     rows = [row(2, "forests"), row(3, "students"), row(4, "caret")]
     kept = lines((2, {"correct": "yes"}, rows[0]), (3, {"correct": "no"}, rows[1]), (4, {"notes": "x"}, rows[2]))
     now = [rows[0], rows[1] | {"correct": "yes"}]  # students marked elsewhere, caret deleted
-    assert resolve(kept, now, trusted=False) == ([(2, {"correct": "yes"})], [2, 3])
+    assert resolved(kept, now) == ([(2, {"correct": "yes"})], [2, 3])
 
 
 def test_an_added_row_goes_after_the_last_row_once_and_takes_its_later_changes():
@@ -43,19 +48,20 @@ def test_an_added_row_goes_after_the_last_row_once_and_takes_its_later_changes()
     added = row(0, "baseline", stage="coder") | {"correct": "yes"}
     del added["_row"]
     kept = lines((4, added, {}), (4, {"notes": "seen"}, added))
-    assert resolve(kept, rows[:1], trusted=False) == ([(3, added), (3, {"notes": "seen"})], [])
-    assert resolve(kept, [*rows, added | {"_row": 7}], trusted=False) == ([(7, {"notes": "seen"})], [])
+    assert resolved(kept, rows[:1]) == ([(3, added), (3, {"notes": "seen"})], [])
+    assert resolved(kept, [*rows, row(4, "forests", paper="B")]) == ([(5, added), (5, {"notes": "seen"})], [])
+    assert resolved(kept, [*rows, added | {"_row": 7}]) == ([(7, {"notes": "seen"})], [])
 
 
 def test_two_rows_alike_each_take_their_own_change():
     rows = [row(2, "forests"), row(3, "forests")]
     kept = lines((2, {"correct": "yes"}, rows[0]), (3, {"correct": "no"}, rows[1]))
     moved = [row(5, "forests"), row(6, "forests")]
-    assert resolve(kept, moved, trusted=False) == ([(5, {"correct": "yes"}), (6, {"correct": "no"})], [])
+    assert resolved(kept, moved) == ([(5, {"correct": "yes"}), (6, {"correct": "no"})], [])
 
 
 def test_a_line_without_identity_applies_by_number_only_to_its_own_workbook():
     old = [(1, {"row": 3, "set": {"correct": "no"}})]
     rows = [row(2, "forests"), row(3, "students")]
-    assert resolve(old, rows, trusted=True) == ([(3, {"correct": "no"})], [])
-    assert resolve(old, rows, trusted=False) == ([], [1])
+    assert resolved(old, rows, trusted=True) == ([(3, {"correct": "no"})], [])
+    assert resolved(old, rows) == ([], [1])

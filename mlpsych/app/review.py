@@ -27,7 +27,7 @@ from mlpsych.documents import Document
 from mlpsych.errors import AppInputError, UserError
 from mlpsych.evaluation.sheets import is_csv
 from mlpsych.export import mark_choices, source_files
-from mlpsych.journal import Journal, not_applied
+from mlpsych.journal import Journal, Kept, not_applied
 from mlpsych.marks import row_stage
 
 SHEET = "answers"
@@ -103,8 +103,8 @@ class ReviewSheet:
         self._counts: dict[str, tuple[int, int]] = {}
         self._questions: dict[str, str] | None = None
         self.journal = Journal(self.path)
-        self.notice = self._changes_kept()
         self._rows = self._rows_by_paper()
+        self.notice = self._changes_kept()
         strangers = sorted(set(self._rows) - set(documents))
         if strangers and documents:
             raise AppInputError(f"{len(strangers)} paper(s) of the sheet are not among the papers given: "
@@ -124,17 +124,21 @@ class ReviewSheet:
         """The changes kept beside the workbook by a review that did not write them into it (stopped, or still
         open elsewhere), applied here; those the workbook, changed elsewhere since, cannot take are moved aside
         and said."""
-        kept = self.journal.state(self._sheet_rows())
+        kept = self.journal.state(self._paper_rows, self.sheet.max_row)
         if kept.written:
             self.journal.clear()
-        self._apply(kept.changes)
-        return self._set_aside(kept.conflicts)
+        return self._take(kept)
 
-    def _set_aside(self, conflicts: list[int]) -> str:
-        """The changes in conflict with the workbook moved aside (kept), said; nothing when there are none."""
-        if not conflicts:
+    def _take(self, kept: Kept) -> str:
+        """The kept changes the sheet can take applied here; those in conflict with it moved aside (kept), said
+        (nothing when there are none)."""
+        if kept.changes:
+            self._apply(kept.changes)
+            self._rows = self._rows_by_paper()
+            self._counts.clear()
+        if not kept.conflicts:
             return ""
-        return not_applied(len(conflicts), self.path, self.journal.set_aside(conflicts))
+        return not_applied(len(kept.conflicts), self.path, self.journal.set_aside(kept.conflicts))
 
     def _apply(self, changes) -> None:
         for row, values in changes:
@@ -146,11 +150,11 @@ class ReviewSheet:
                 self._questions = None
 
     # -- reading -----------------------------------------------------------------------------------------------
-    def _sheet_rows(self) -> Iterator[dict[str, Any]]:
-        """The sheet's non-blank rows as ``read_sheet`` gives them: what the kept changes find their rows in."""
-        for row, values in enumerate(self.sheet.iter_rows(min_row=2, values_only=True), start=2):
-            if any(value is not None for value in values):
-                yield dict(zip(self.header, values)) | {"_row": row}
+    def _paper_rows(self, papers: set[str]) -> Iterator[dict[str, Any]]:
+        """The papers' rows as ``read_sheet`` gives them: what the kept changes find their rows in."""
+        for paper in papers:
+            for row in self._rows.get(paper, []):
+                yield {name: self._get(row, name) for name in self.header} | {"_row": row}
 
     def _rows_by_paper(self) -> dict[str, list[int]]:
         """Each paper's rows, in sheet order, from one pass over the sheet: the page asked every paper for its
@@ -314,12 +318,7 @@ class ReviewSheet:
             return
         partial = self.path.with_name(f".{self.path.name}.saving{self.path.suffix}")
         try:
-            kept = self.journal.state(self._sheet_rows())
-            if kept.changes:
-                self._apply(kept.changes)
-                self._rows = self._rows_by_paper()
-                self._counts.clear()
-            self.notice = self._set_aside(kept.conflicts) or self.notice
+            self.notice = self._take(self.journal.state(self._paper_rows, self.sheet.max_row)) or self.notice
             self.book.save(partial)
             self.journal.written(partial)
             os.replace(partial, self.path)
