@@ -1,6 +1,6 @@
 """A coder's mark on a results sheet's answer, read one way by ``mlpsych agree``, ``calibrate`` and ``adapt``
-(and ``run --keep-coding``), as are which rows a coder added (:func:`row_stage`) and which are the paper's answers
-(:func:`is_final`).
+(and ``run --keep-coding``), as are which rows a coder added (:func:`row_stage`), which are the paper's answers
+(:func:`is_final`) and what a coded row leaves among them (:func:`coded_answer`).
 
 A coder marks each answer in ``correct`` (another coder in ``correct_<name>``) and may write what the answer should
 have been in ``corrected_answer`` (``corrected_answer_<name>``). :func:`verdict` is the one reading of the two: the
@@ -94,6 +94,21 @@ def verdict(row: dict[str, Any], coder: str = "correct") -> bool | None:
     if not corrected or _same_answer(corrected, str(row.get("answer") or "")):
         return None
     return False
+
+
+def coded_answer(row: dict[str, Any]) -> str | None:
+    """The answer a row leaves among the paper's answers once coded, as a follow-up of a rerun asks about it (``run
+    --keep-coding``): a final row's correction where it has one (the text the coder says the answer is, whatever
+    the mark), else its answer unless judged wrong (:func:`verdict`: an answer a coder added stands until marked
+    wrong, as one left unmarked); None for a row judged wrong or not final (:func:`is_final`). Raises ValueError
+    for an unreadable mark."""
+    if not is_final(row):
+        return None
+    corrected = str(row.get("corrected_answer") or "").strip()
+    if corrected:
+        return corrected
+    answer = str(row.get("answer") or "").strip()
+    return answer if answer and verdict(row) is not False else None
 
 
 def _same_answer(a: str, b: str) -> bool:

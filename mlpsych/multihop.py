@@ -5,12 +5,45 @@ that q1 found in the same paper ("What was random forest used for?"). The bridge
 normalized answers when the LLM stage ran, else its extractive answers; ungrounded LLM items do not become
 sub-questions (a question about something the paper does not mention can only yield noise), except under
 ``--preset reference``, which keeps them as the released code did.
+
+A rerun that keeps a coder's coding (``run --keep-coding``) asks a follow-up, in a paper whose bridge question was
+coded, about the coding's answers instead (:class:`CodedBridges`): the coder's list of techniques, not the tool's.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
 from mlpsych.answers import Answer, AnswerStage
 from mlpsych.questions import QuestionTemplate
+
+
+@dataclass(frozen=True)
+class CodedBridges:
+    """Per follow-up question and paper, the entities it asks about taken from a coder's coding of its bridge
+    question (``run --keep-coding``) instead of the run's own answers to it, which the coder fixed: an answer
+    they added is asked about, one they marked wrong is not, a corrected one under the corrected text."""
+
+    entities: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # follow-up id -> paper id -> entities
+
+    def of(self, question: str, paper: str) -> list[str] | None:
+        """The coding's entities for ``question`` in ``paper``; None where the run's own answers are bridged."""
+        return self.entities.get(question, {}).get(paper)
+
+    def only(self, papers: Iterable[str]) -> CodedBridges:
+        """Those of these papers alone (a Ray chunk's share)."""
+        keep = set(papers)
+        return CodedBridges({q: {p: e for p, e in by_paper.items() if p in keep}
+                             for q, by_paper in self.entities.items()})
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> CodedBridges:
+        return cls(**json.loads(text))
 
 
 def bridge_entities(answers: list[Answer], cap: int, case: str = "casefold",
@@ -28,10 +61,16 @@ def ranked_entities(answers: list[Answer], case: str = "casefold",
     normalized = [a for a in answers if a.stage in llm_stages]
     pool = normalized or [a for a in answers if a.stage == AnswerStage.EXTRACTIVE]
     ranked = sorted(pool, key=lambda a: -a.score)  # stable: equal scores keep the stage's order
+    return distinct((a.text for a in ranked), case)
+
+
+def distinct(texts: Iterable[str], case: str = "casefold") -> list[str]:
+    """The texts as entities, white space as one space, each once (compared as :func:`ranked_entities` says), in
+    the given order; blank ones dropped."""
     entities: list[str] = []
     seen: set[str] = set()
-    for answer in ranked:
-        entity = " ".join(answer.text.split())
+    for text in texts:
+        entity = " ".join(text.split())
         key = entity.casefold() if case == "casefold" else entity
         if entity and key not in seen:
             seen.add(key)

@@ -3,8 +3,9 @@
 The two steps are the command line's own (`mlpsych adapt`, then `mlpsych run --adapted --keep-coding`), run one after
 the other in the background so the page stays usable and a closed page does not stop them; their output goes to a
 log beside the spreadsheet. The re-read keeps the review's coding: its sheet holds the coded papers and questions as
-coded and the adapted reader's answers for the rest, so the coder goes on in that one sheet. The page shows the same
-commands, for a researcher who prefers to run them elsewhere.
+coded and the adapted reader's answers for the rest, a follow-up (q4) asking about the coded answers of the question
+it follows where those are coded, so the coder goes on in that one sheet. The page shows the same commands, for a
+researcher who prefers to run them elsewhere.
 """
 
 from __future__ import annotations

@@ -70,7 +70,9 @@ def add_parser(subparsers) -> None:
                    help="a coded results sheet (.xlsx or its .csv) whose coding the new sheet keeps: for each paper "
                         "and question coded in it (correct, corrected_answer or another coder column filled in, or "
                         "an answer a coder added), its rows as they are, coder columns and added rows included, "
-                        "instead of this run's; papers with every question of this run coded are not read again; "
+                        "instead of this run's; a follow-up question (q4) asks about the coding's answers to the "
+                        "question it follows where that is coded (the added and corrected ones, not those marked "
+                        "wrong); papers with every question of this run coded are not read again; "
                         "coding of papers or questions this run does not have stays in CODED only (the summary "
                         "says how much); --out must be another file (default: none, every answer this run's)")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
@@ -337,6 +339,8 @@ def run(args: argparse.Namespace) -> int:
     documents = ingest_from_args(args, args.papers)
     done = kept.papers_done([d.id for d in documents], [q.id for q in questions.questions]) if kept else set()
     to_read = [d for d in documents if d.id not in done]  # a paper coded for every question is not read again
+    # follow-ups of a paper whose bridge question is coded ask about the coding's answers, not the run's
+    bridges = kept.bridges(questions.questions, [d.id for d in to_read]) if kept else None
     line = None if args.no_progress or args.engine != "local" else progress_line(questions, settings, to_read,
                                                                                   args.cache)
     try:
@@ -344,7 +348,7 @@ def run(args: argparse.Namespace) -> int:
                             on_progress=line.update if line else None)
         with line or nullcontext():  # one overall line instead of the pipeline's bar per stage
             result = engine.run(questions, settings, to_read, args.cache,
-                                progress=not args.no_progress and line is None)
+                                progress=not args.no_progress and line is None, bridges=bridges)
     except ModelLoadError as error:
         raise UserError(f"{error} (finished work is kept in the cache)") from None
     except EngineError as error:

@@ -10,6 +10,11 @@ of the run's: as the run's own answer records (:class:`~mlpsych.answers.Answer` 
 papers sheet and the frequencies count them as any answer and the coder columns are written back as they were.
 Everything else is the run's. A paper whose every question of the run is coded is not read at all; coding of papers
 or questions the run does not have stays in CODED only (a note says how much).
+
+A follow-up question (q4, "What was X used for?") of a paper whose bridge question (q1) is coded, the follow-up
+itself not, asks about the coding's answers to q1 (:meth:`KeptCoding.bridges`: :func:`~mlpsych.marks.coded_answer`
+of each row), not the run's: a technique the coder added is asked about, one marked wrong is not, a corrected one
+under the corrected text. A coded follow-up's rows stand as coded, as any coded question's.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from mlpsych.answers import Answer, AnswerStage
 from mlpsych.coding.coded import CODER_STAGE, cell_offset
 from mlpsych.documents import Document
 from mlpsych.errors import EvalInputError
-from mlpsych.marks import is_final, row_stage
+from mlpsych.marks import coded_answer, is_final, row_stage, warn_unreadable
+from mlpsych.multihop import CodedBridges
 from mlpsych.pipeline import RunResult
+from mlpsych.questions import QuestionTemplate
 
 FLAG = "--keep-coding"
 
@@ -49,16 +56,29 @@ def is_coded(row: dict[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class KeptCoding:
-    """The coding of a coded sheet, to carry into a run: the (paper, question) pairs coded and all their rows."""
+    """The coding of a coded sheet, to carry into a run: the (paper, question) pairs coded, all their rows, and
+    each pair's answers as its coding leaves them (what a follow-up of the pair's question asks about)."""
 
     source: Path
     pairs: frozenset[tuple[str, str]]
     answers: list[Answer]
+    coded_answers: dict[tuple[str, str], list[str]]
 
     def papers_done(self, papers: Iterable[str], questions: Iterable[str]) -> set[str]:
         """The papers every one of ``questions`` is coded for: nothing of them is left for the run to read."""
         asked = list(questions)
         return {p for p in papers if all((p, q) in self.pairs for q in asked)}
+
+    def bridges(self, questions: Iterable[QuestionTemplate], papers: Iterable[str]) -> CodedBridges:
+        """For each follow-up of ``questions`` and each of ``papers`` whose bridge question is coded, the follow-up
+        not (its rows stand as coded, whatever the run asks), the coding's answers to the bridge question."""
+        entities: dict[str, dict[str, list[str]]] = {}
+        ids = list(papers)
+        for q in questions:
+            for paper in ids:
+                if q.bridge_from and (paper, q.bridge_from) in self.pairs and (paper, q.id) not in self.pairs:
+                    entities.setdefault(q.id, {})[paper] = self.coded_answers[(paper, q.bridge_from)]
+        return CodedBridges(entities)
 
 
 def read_kept_coding(path: Path) -> KeptCoding:
@@ -75,11 +95,26 @@ def read_kept_coding(path: Path) -> KeptCoding:
         raise EvalInputError(f"{FLAG} {path}: none of its answers is coded (a coder column such as correct, "
                              "corrected_answer or notes filled in, or an answer a coder added): there is no coding "
                              "to keep")
-    return KeptCoding(path, pairs, [kept_answer(row) for row in rows if _pair(row) in pairs])
+    kept = [row for row in rows if _pair(row) in pairs]
+    warn_unreadable(kept, ["correct"], path)
+    answered: dict[tuple[str, str], list[str]] = {pair: [] for pair in pairs}
+    for row in kept:
+        if text := _coded_text(row):
+            answered[_pair(row)].append(text)
+    return KeptCoding(path, pairs, [kept_answer(row) for row in kept], answered)
 
 
 def _pair(row: dict[str, Any]) -> tuple[str, str]:
     return _text(row.get("paper_id")), _text(row.get("question_id"))
+
+
+def _coded_text(row: dict[str, Any]) -> str | None:
+    """:func:`~mlpsych.marks.coded_answer`; a mark it cannot read (warned of) read as none, the row's answer
+    standing as the kept sheet shows it."""
+    try:
+        return coded_answer(row)
+    except ValueError:
+        return coded_answer({**row, "correct": None})
 
 
 def kept_answer(row: dict[str, Any]) -> Answer:
@@ -113,7 +148,8 @@ def keep_coding(result: RunResult, kept: KeptCoding, documents: list[Document]) 
     answers += [a for a in kept.answers if (a.doc_id, a.question_id) in kept_pairs]
     outputs = [o for o in result.llm_outputs if (o.get("paper_id"), o.get("question_id")) not in kept_pairs]
     info = replace(result.info, warnings=[*result.info.warnings, *left_in_sheet(kept, papers, questions)],
-                   kept_coding=_kept_sentence(kept, kept_pairs, kept.papers_done(papers, questions)))
+                   kept_coding=_kept_sentence(kept, kept_pairs, kept.papers_done(papers, questions),
+                                              result.info.coded_entities))
     return replace(result, documents=list(documents), answers=answers, llm_outputs=outputs, info=info)
 
 
@@ -133,12 +169,16 @@ def left_in_sheet(kept: KeptCoding, papers: list[str], questions: list[str]) -> 
     return lines
 
 
-def _kept_sentence(kept: KeptCoding, pairs: set[tuple[str, str]], done: set[str]) -> str:
-    """What the run sheet and the summary say of the coding kept."""
+def _kept_sentence(kept: KeptCoding, pairs: set[tuple[str, str]], done: set[str], bridged: int) -> str:
+    """What the run sheet and the summary say of the coding kept, and of the follow-ups' entities taken from it
+    (``bridged``, when any)."""
     rows = sum((a.doc_id, a.question_id) in pairs for a in kept.answers)
     papers = {p for p, _ in pairs}
-    return (f"coding kept from {kept.source}: {rows} answers of {len(pairs)} coded (paper, question) pairs in "
-            f"{_count(papers, 'paper')}; {_count(done, 'paper')} with every question coded not read again")
+    sentence = (f"coding kept from {kept.source}: {rows} answers of {len(pairs)} coded (paper, question) pairs in "
+                f"{_count(papers, 'paper')}; {_count(done, 'paper')} with every question coded not read again")
+    if bridged:
+        sentence += f"; {bridged} follow-up {'entity' if bridged == 1 else 'entities'} asked about from the coding"
+    return sentence
 
 
 def _count(items: Iterable[Any], what: str) -> str:

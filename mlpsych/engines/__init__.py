@@ -13,6 +13,7 @@ from mlpsych.errors import EngineError
 
 if TYPE_CHECKING:
     from mlpsych.documents import Document
+    from mlpsych.multihop import CodedBridges
     from mlpsych.pipeline import RunResult
     from mlpsych.progress import ProgressCallback
     from mlpsych.questions import QuestionSet
@@ -23,7 +24,8 @@ ENGINES = ("local", "ray")
 
 
 class Engine(Protocol):
-    """Answers every question for every paper; results go to (and come from) the cache in ``cache_dir``."""
+    """Answers every question for every paper; results go to (and come from) the cache in ``cache_dir``;
+    ``bridges``: follow-ups bridged from a coder's answers in some papers (``run --keep-coding``)."""
 
     name: str
 
@@ -34,6 +36,7 @@ class Engine(Protocol):
         documents: list[Document],
         cache_dir: Path | str | None = None,
         progress: bool = True,
+        bridges: CodedBridges | None = None,
     ) -> RunResult: ...
 
 

@@ -38,6 +38,7 @@ from mlpsych.documents import Document
 from mlpsych.engines import EngineError
 from mlpsych.errors import CacheError
 from mlpsych.models import ModelLoadError
+from mlpsych.multihop import CodedBridges
 from mlpsych.pipeline import RunInfo, RunResult
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import RunSettings
@@ -135,14 +136,16 @@ class Worker:
     def pid(self) -> int:
         return os.getpid()
 
-    def run_chunk(self, documents_json: str) -> str:
-        """Answer every question for these papers; the reply (JSON) holds answers, problems and counts."""
+    def run_chunk(self, documents_json: str, bridges_json: str | None = None) -> str:
+        """Answer every question for these papers (their follow-ups bridged from coding where ``bridges_json``
+        says); the reply (JSON) holds answers, problems and counts."""
         documents = [Document.from_dict(d) for d in json.loads(documents_json)]
+        bridges = CodedBridges.from_json(bridges_json) if bridges_json else None
         before, loads_before = self._counters(), len(self.pipeline.model_loads)
         self.cache.take()
         reply = ChunkReply(pid=os.getpid(), shared_cache=self.shared)
         try:
-            result = self.pipeline.run(documents)
+            result = self.pipeline.run(documents, bridges)
         except (ModelLoadError, CacheError) as error:  # stops the run, as locally; finished work is in the cache
             return replace(reply, fatal=str(error), fatal_cache=isinstance(error, CacheError),
                            cache_entries=self._entries()).to_json()
@@ -322,6 +325,7 @@ class RayEngine:
         documents: list[Document],
         cache_dir: Path | str | None = None,
         progress: bool = True,
+        bridges: CodedBridges | None = None,
     ) -> RunResult:
         ray = _import_ray()
         if not documents:  # every paper coded (run --keep-coding): no cluster to join, no worker to start
@@ -336,7 +340,7 @@ class RayEngine:
             actors = self._start_workers(ray, questions, settings, cache.directory,
                                          None if self.shared_cache is False else probe.name)
             chunks = [documents[i : i + self.chunk_size] for i in range(0, len(documents), self.chunk_size)]
-            replies = self._dispatch(ray, actors, chunks, cache, progress)
+            replies = self._dispatch(ray, actors, chunks, cache, progress, bridges or CodedBridges())
             result = self._gather(questions, documents, chunks, replies)
             if all(reply.failed is not None for reply in replies.values()):  # the facts come with answered chunks
                 result.info = replace(self._facts_here(questions, settings, cache_dir), warnings=result.info.warnings)
@@ -369,12 +373,14 @@ class RayEngine:
 
         return LocalEngine().run(questions, settings, [], cache_dir, progress=False).info
 
-    def _dispatch(self, ray, actors: list, chunks: list[list[Document]], cache: ResultCache,
-                  progress: bool) -> dict[int, ChunkReply]:
-        """Send chunks to the least busy live worker, a few in flight each; collect replies by chunk index."""
+    def _dispatch(self, ray, actors: list, chunks: list[list[Document]], cache: ResultCache, progress: bool,
+                  bridges: CodedBridges) -> dict[int, ChunkReply]:
+        """Send chunks to the least busy live worker, a few in flight each (with the coded bridges of their
+        papers); collect replies by chunk index."""
         from ray.exceptions import RayActorError, RayTaskError
 
         payloads = [json.dumps([d.to_dict() for d in chunk], ensure_ascii=False, default=str) for chunk in chunks]
+        coded = [bridges.only(d.id for d in chunk).to_json() for chunk in chunks]
         queue = deque(range(len(chunks)))
         load = [0] * len(actors)
         alive = [True] * len(actors)
@@ -387,7 +393,7 @@ class RayEngine:
                 while queue and any(alive[a] and load[a] < self.in_flight for a in range(len(actors))):
                     a = min((a for a in range(len(actors)) if alive[a]), key=lambda a: load[a])
                     index = queue.popleft()
-                    pending[actors[a].run_chunk.remote(payloads[index])] = (index, a)
+                    pending[actors[a].run_chunk.remote(payloads[index], coded[index])] = (index, a)
                     load[a] += 1
                 if not pending:
                     raise EngineError("every Ray worker died; finished work is kept in the cache, rerun to resume")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mlpsych.cache import ResultCache
+from mlpsych.multihop import CodedBridges
 from mlpsych.pipeline.records import Level, LevelSize
 from mlpsych.pipeline.result import RunResult
 from mlpsych.progress import ProgressCallback, ProgressEvent
@@ -120,6 +121,7 @@ class StageContext:
     progress: bool = True  # tqdm bars
     on_progress: ProgressCallback | None = None
     levels: list[Level] = field(default_factory=list)  # the run's levels so far: a follow-up finds its bridge's units
+    bridges: CodedBridges = field(default_factory=CodedBridges)  # follow-ups' entities from coding (--keep-coding)
 
     def report(self, event: ProgressEvent) -> None:
         if self.on_progress:

@@ -18,6 +18,7 @@ from mlpsych.cache import ResultCache, model_fingerprint
 from mlpsych.documents import Document
 from mlpsych.errors import ModelLoadError
 from mlpsych.models import dtype_name, is_random_weights
+from mlpsych.multihop import CodedBridges
 from mlpsych.pipeline.confidence import ConfidenceStage
 from mlpsych.pipeline.context import ModelPool, RunCounters, Stage, StageContext
 from mlpsych.pipeline.follow_up import FollowUpStage
@@ -120,12 +121,14 @@ class Pipeline:
         return [event for level in question_levels(self.questions) for stage in stages
                 for event in stage.plan(LevelSize.planned(level, n_papers))]
 
-    def run(self, documents: list[Document]) -> RunResult:
+    def run(self, documents: list[Document], bridges: CodedBridges | None = None) -> RunResult:
+        """Every question for every paper; ``bridges``: follow-ups whose entities come from a coder's coding of
+        their bridge question in some papers (``run --keep-coding``), not from this run's answers to it."""
         started = time.time()
         result = RunResult(documents=documents, questions=self.questions)
         stages = self.stages()
         ctx = StageContext(self.settings, self.cache, result, self.counters, self.models, stages, self.progress,
-                           self.on_progress)
+                           self.on_progress, bridges=bridges or CodedBridges())
         docs = []
         for doc in documents:
             if not doc.ok:
@@ -237,4 +240,5 @@ class Pipeline:
             warnings=list(during.warnings),
             capped=during.capped,
             calibrator=during.calibrator,
+            coded_entities=during.coded_entities,
         )

@@ -1,5 +1,6 @@
 """The follow-up stage: the units of a level, every question asked of every paper, and a bridged (multi-hop)
-question asked once per entity its bridge question found in that paper."""
+question asked once per entity its bridge question found in that paper (or, where a coder coded the bridge question
+in that paper and the run keeps the coding, once per answer of the coding)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from mlpsych.settings import RunSettings
 
 class FollowUpStage:
     """Units for a level: one per paper and question, one per bridge entity for a bridged question (found among
-    the final answers of earlier levels)."""
+    the final answers of earlier levels, or the coding's answers where the run keeps a coder's coding of them)."""
 
     name = "follow_up"
 
@@ -42,7 +43,13 @@ class FollowUpStage:
                     level.units.append(Unit(doc, q, self.query(q, q.text)))
                     continue
                 with isolated(ctx.result, doc.id, f"multi-hop {q.id}"):
-                    units, dropped = self.sub_units(doc, q, finals.get((doc.id, q.bridge_from), []))
+                    coded = ctx.bridges.of(q.id, doc.id)
+                    if coded is None:
+                        found = self.found(finals.get((doc.id, q.bridge_from), []))
+                    else:  # a coder's answers to the bridge question (run --keep-coding), in the coded sheet's order
+                        found = multihop.distinct(coded, self.settings.answers.entity_case)
+                        ctx.result.info.coded_entities += min(len(found), self.cap(q))
+                    units, dropped = self.sub_units(doc, q, found)
                     if dropped:
                         left_out.setdefault(q.id, {})[doc.id] = dropped
                     source = earlier.get((doc.id, q.bridge_from))
@@ -69,9 +76,13 @@ class FollowUpStage:
         """Sub-questions asked per paper: ``--max-sub-questions``, else the template's ``max_sub_questions``."""
         return self.settings.max_sub_questions or question.max_sub_questions
 
-    def sub_units(self, doc: Document, question: QuestionTemplate, bridge: list[Answer]) -> tuple[list[Unit], int]:
-        """One unit per bridge entity of this paper (the multi-hop step), and how many entities the cap left out."""
-        found = multihop.ranked_entities(bridge, self.settings.answers.entity_case, answer_stages(self.settings))
+    def found(self, bridge: list[Answer]) -> list[str]:
+        """The entities the run's own final answers to the bridge question give, best first."""
+        return multihop.ranked_entities(bridge, self.settings.answers.entity_case, answer_stages(self.settings))
+
+    def sub_units(self, doc: Document, question: QuestionTemplate, found: list[str]) -> tuple[list[Unit], int]:
+        """One unit per bridge entity of this paper (the multi-hop step), the first ``cap`` of ``found``, and how
+        many entities the cap left out."""
         cap = self.cap(question)
         retrieving = plan_for(question.retrieval, self.settings.retrieval) is not None
         entities = multihop.entities_to_ask(question, found[:cap], retrieving)

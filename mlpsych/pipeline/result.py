@@ -26,6 +26,8 @@ class RunInfo:
     # a line, so a Ray run's chunks add up to one note (each chunk's line differed, and the run sheet had hundreds)
     capped: dict[str, dict[str, Any]] = field(default_factory=dict)
     calibrator: str | None = None  # the confidence stage's calibrator
+    # follow-up sub-questions asked about a coder's answers (``run --keep-coding``): told in ``kept_coding``'s sentence
+    coded_entities: int = 0
     mlpsych: str = ""
     python: str = ""
     torch: str = ""
@@ -57,7 +59,8 @@ class RunInfo:
     kept_coding: str | None = None  # `run --keep-coding`: what was kept from which coded sheet (a sentence)
 
     # Counts that add up over a Ray engine's chunks (the other facts are the same for every chunk).
-    SUMMED: ClassVar[tuple[str, ...]] = ("cache_hits", "cache_misses", "windows_read", "llm_prompts_generated")
+    SUMMED: ClassVar[tuple[str, ...]] = ("cache_hits", "cache_misses", "windows_read", "llm_prompts_generated",
+                                         "coded_entities")
 
     def add_capped(self, question: str, record: dict[str, Any]) -> None:
         """Count a follow-up's capped papers in (a level's, or a Ray chunk's): one record per question."""
@@ -70,10 +73,10 @@ class RunInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """As the run sheet lists it: the notes when there are any, the calibrator, the LLM's dtype and the
-        engine's facts when set."""
+        engine's facts when set (the follow-ups asked about coded answers are in ``kept_coding``'s sentence)."""
         data = asdict(self)
         data["warnings"] = self.notes()
-        del data["capped"]
+        del data["capped"], data["coded_entities"]
         if not data["warnings"]:
             del data["warnings"]
         for key in ("calibrator", "llm_dtype", "engine", "workers", "kept_coding"):

@@ -596,6 +596,11 @@ def test_adapt_and_reread_run_in_the_background(tmp_path: Path, sheet_path: Path
     assert any("adapted" in str(cell) for row in book["run"].iter_rows(values_only=True) for cell in row)
     assert any(str(cell).startswith(f"coding kept from {sheet_path}") for row in book["run"].iter_rows(values_only=True)
                for cell in row)
+    # A's q4, not coded, asks about A's q1 as coded: random forests, not "students", marked wrong
+    kept = dict(book["run"].iter_rows(min_row=2, values_only=True))["kept_coding"]
+    assert kept.endswith("; 1 follow-up entity asked about from the coding")
+    assert {r["bridge_entity"] for r in records if r["paper_id"] == "A" and r["question_id"] == "q4"} <= {
+        "random forests"}
 
     second = coded_review(results_sheet(tmp_path / "second.xlsx"))
     broken = plan_reread(second, str(tmp_path / "no-such-reader"), str(texts_file(tmp_path)),

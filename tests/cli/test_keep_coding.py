@@ -6,6 +6,7 @@ import csv
 import importlib.util
 import shutil
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from mlpsych.evaluation.agree import read_codings
 from mlpsych.evaluation.evaluate import read_sheet
 from mlpsych.ingest import load_documents
 from mlpsych.marks import is_final
+from mlpsych.questions import load_question_set
 
 FULL, PART, FRESH, GONE = "burnout-survey-text", "moral-language-speeches", "online-course-dropout", \
     "social-media-wellbeing"
@@ -27,9 +29,9 @@ KEPT_COLUMNS = ("paper_id", "question_id", "answer", "stage", "models", "final",
                 "evidence", "bridge_entity", "correct", "corrected_answer", "notes", "correct_2")
 
 
-def run_cli(*args) -> int:
+def run_cli(*args, cap: int = 2) -> int:
     return main(["run", *map(str, args), "--no-progress", "--max-length", "256", "--stride", "64",
-                 "--max-sub-questions", "2"])
+                 "--max-sub-questions", str(cap)])
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +97,42 @@ def code(sheet: Path, coded: Path) -> None:
         correct="yes")
     put(rows[(GONE, "q1")][0], correct="yes")
     book.save(coded)
+
+
+@dataclass(frozen=True)
+class Techniques:
+    """A coder's q1 of a paper as q4 should ask about it: the answer accepted, the correction, the one added."""
+
+    accepted: str
+    corrected: str
+    added: str
+
+
+def code_techniques(sheet: Path, coded: Path, paper: str) -> Techniques:
+    """A coder's coding of ``paper``'s q1 in ``sheet``, saved as ``coded``: of its final answers the first marked
+    wrong, the second corrected (unmarked, as the review view writes a correction), the third accepted, every other
+    marked wrong, and a technique added; its q4 left uncoded."""
+    rows = [r for r in read_sheet(sheet, "answers") if r["paper_id"] == paper and r["question_id"] == "q1"
+            and is_final(r)]
+    assert len(rows) >= 3, "the tiny readers give a paper many q1 answers"
+    book = load_workbook(sheet)
+    answers = book["answers"]
+    column = {c.value: c.column for c in answers[1]}
+
+    def put(row: int, **cells) -> None:
+        for name, value in cells.items():
+            answers.cell(row=row, column=column[name], value=value)
+
+    techniques = Techniques(accepted=rows[2]["answer"], corrected="moral foundations dictionary",
+                            added="word embeddings")
+    for row in rows:
+        put(row["_row"], correct="no")
+    put(rows[1]["_row"], correct=None, corrected_answer=techniques.corrected)
+    put(rows[2]["_row"], correct="yes")
+    put(answers.max_row + 1, paper_id=paper, question_id="q1", answer=techniques.added, stage="coder", final=True,
+        correct="yes")
+    book.save(coded)
+    return techniques
 
 
 def projection(rows: list[dict], pairs: set[tuple[str, str]]) -> Counter:
@@ -175,6 +213,59 @@ def test_a_rerun_keeps_the_coding_and_reads_only_what_is_not_coded(first, exampl
     assert run_cli(papers, "--questions", tiny_questions, "--only", ",".join(ASKED), "--out", out_csv, "--cache",
                    cache, "--keep-coding", coded_csv) == 0
     assert projection(read_sheet(out_csv, "answers"), coded_pairs) == projection(old, coded_pairs)
+
+
+@pytest.fixture
+def asked(monkeypatch) -> dict[str, list[str]]:
+    """Paper -> the entities of the follow-up sub-questions the local engine asks in it."""
+    from mlpsych.pipeline.follow_up import FollowUpStage
+
+    entities: dict[str, list[str]] = {}
+
+    def spy(self, level, ctx, stage_run=FollowUpStage.run):
+        stage_run(self, level, ctx)
+        for unit in level.units:
+            if unit.query.bridge_entity:
+                entities.setdefault(unit.doc.id, []).append(unit.query.bridge_entity)
+
+    monkeypatch.setattr(FollowUpStage, "run", spy)
+    return entities
+
+
+@pytest.mark.slow
+def test_a_followup_asks_about_the_coding_of_the_question_it_follows(first, examples_dir, tiny_questions, tmp_path,
+                                                                     capsys, asked):
+    """PART's q1 coded (answers marked wrong, one corrected, one accepted, a technique added), its q4 not. The rerun
+    asked q4 about the run's own q1 answers: those marked wrong too, the corrected one in the tool's words, never
+    the added one. It asks about exactly the coding's answers now; FRESH, uncoded, as a run without coding does."""
+    _, cache = first
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    for paper in (PART, FRESH):
+        shutil.copy(examples_dir / "papers" / f"{paper}.txt", papers)
+    plain = tmp_path / "results.xlsx"
+    assert run_cli(papers, "--questions", tiny_questions, "--only", "q4", "--out", plain, "--cache", cache,
+                   cap=3) == 0
+    before = dict(asked)
+    asked.clear()
+    coded = tmp_path / "coded.xlsx"
+    techniques = code_techniques(plain, coded, PART)
+    capsys.readouterr()
+    out = tmp_path / "round-2.xlsx"
+    assert run_cli(papers, "--questions", tiny_questions, "--only", "q4", "--out", out, "--cache", cache,
+                   "--keep-coding", coded, cap=3) == 0
+    assert asked[PART] == [techniques.corrected, techniques.accepted, techniques.added]  # in the coded sheet's order
+    assert asked[FRESH] == before[FRESH]
+    assert "3 follow-up entities asked about from the coding" in capsys.readouterr().out
+
+    old, new = read_sheet(plain, "answers"), read_sheet(out, "answers")
+    fresh = pairs_of(old, {FRESH}, ("q1", "q4"))
+    assert projection(new, fresh) == projection(old, fresh)  # uncoded: this run's rows, as before
+    assert projection(new, {(PART, "q1")}) == projection(read_sheet(coded, "answers"), {(PART, "q1")})
+    q4 = load_question_set(tiny_questions).get("q4")
+    followups = [r for r in new if r["paper_id"] == PART and r["question_id"] == "q4"]
+    assert {r["bridge_entity"] for r in followups} <= set(asked[PART])  # a sub-question may find no answer
+    assert all(r["question"] == q4.sub_question(r["bridge_entity"]) for r in followups)
 
 
 def one_line_error(capsys) -> str:
@@ -263,20 +354,27 @@ RUN_ITSELF = ("engine", "workers", "started", "seconds")  # the run sheet's rows
 def test_a_rerun_on_ray_keeps_the_coding_as_the_local_engine_does(first, examples_dir, tiny_questions, tmp_path,
                                                                   ray_cluster, read):
     """The coded rows replace the run's after the engine, whichever: the Ray engine reads the same papers, and its
-    sheets are the local engine's, sheet for sheet (the run's own facts aside)."""
+    sheets are the local engine's, sheet for sheet (the run's own facts aside); FRESH's q4, its q1 coded, asks
+    about the coding's answers on Ray's workers as here."""
     sheet, cache = first
     coded = tmp_path / "coded.xlsx"
     code(sheet, coded)
+    techniques = code_techniques(coded, coded, FRESH)
     papers = tmp_path / "papers"
     papers.mkdir()
     for paper in (FULL, PART, FRESH):
         shutil.copy(examples_dir / "papers" / f"{paper}.txt", papers)
+    # FRESH's q4 about the coding's answers is new to the cache: a first run stores it, so the two runs compared are
+    # served from the cache alike (their counts of cache hits and windows read are compared too)
+    assert run_cli(papers, "--questions", tiny_questions, "--out", tmp_path / "warm.xlsx", "--cache", cache,
+                   "--keep-coding", coded) == 0
+    read.clear()
     books = {}
     for engine in ("local", "ray"):
         out = tmp_path / f"round-2-{engine}.xlsx"
         workers = ["--workers", 1] if engine == "ray" else []
-        assert run_cli(papers, "--questions", tiny_questions, "--only", ",".join(ASKED), "--out", out, "--cache",
-                       cache, "--keep-coding", coded, "--engine", engine, *workers) == 0
+        assert run_cli(papers, "--questions", tiny_questions, "--out", out, "--cache", cache, "--keep-coding", coded,
+                       "--engine", engine, *workers) == 0
         assert sorted(read) == sorted([PART, FRESH])  # FULL, coded for every question, not given to either engine
         read.clear()
         books[engine] = load_workbook(out, read_only=True)
@@ -291,5 +389,9 @@ def test_a_rerun_on_ray_keeps_the_coding_as_the_local_engine_does(first, example
         else:
             assert rows == [list(r) for r in ray[name].iter_rows(values_only=True)], name
     answers = read_sheet(tmp_path / "round-2-ray.xlsx", "answers")
-    coded_pairs = {(PART, "q1"), (PART, "q2")} | {(FULL, q) for q in ASKED}
+    coded_pairs = {(PART, "q1"), (PART, "q2"), (PART, "q4"), (FRESH, "q1")} | {(FULL, q) for q in (*ASKED, "q4")}
     assert projection(answers, coded_pairs) == projection(read_sheet(coded, "answers"), coded_pairs)
+    asked = {r["bridge_entity"] for r in answers if r["paper_id"] == FRESH and r["question_id"] == "q4"}
+    assert asked <= {techniques.corrected, techniques.accepted}  # the first two (--max-sub-questions 2)
+    run_sheet = dict(ray["run"].iter_rows(min_row=2, values_only=True))
+    assert run_sheet["kept_coding"].endswith("; 2 follow-up entities asked about from the coding")

@@ -16,15 +16,20 @@ from mlpsych.errors import EvalInputError
 from mlpsych.evaluation.agree import read_codings
 from mlpsych.evaluation.evaluate import read_sheet
 from mlpsych.export import write_result
-from mlpsych.marks import is_final, row_stage
+from mlpsych.marks import coded_answer, is_final, row_stage
+from mlpsych.multihop import CodedBridges
 from mlpsych.pipeline import RunResult
+from mlpsych.pipeline.context import ModelPool, RunCounters, StageContext
+from mlpsych.pipeline.follow_up import FollowUpStage
+from mlpsych.pipeline.records import Level
 from mlpsych.questions import parse_question_set
+from mlpsych.settings import RunSettings
 
 QUESTIONS = parse_question_set({"name": "t", "questions": [
     {"id": "q1", "text": "What techniques were used?", "models": ["m"]},
     {"id": "q4", "text": "What was __PLACEHOLDER__ used for?", "models": ["m"], "bridge_from": "q1", "kind": "phrase"},
 ]}, "inline")
-TEXT = "We used random forests to predict burnout and BERT to classify posts."
+TEXT = "We used random forests to predict burnout, BERT to classify posts and LDA to find topics."
 DOCS = [Document("A", TEXT, source_path="/papers/A.txt"), Document("B", TEXT, source_path="/papers/B.txt")]
 
 
@@ -112,3 +117,80 @@ def test_a_row_typed_in_by_hand_is_a_coders_added_answer_for_every_command(tmp_p
         assert [s.how for s in spans if s.text == "predict burnout"] == ["added"]
         marked = labelled(rows, {d.id: d.text for d in DOCS}, {}, lambda row, item: True)
         assert len(marked.y) == len(rows) - 1  # calibrate: every final row of the tool's, the hand row not
+
+
+def coded_techniques(tmp_path: Path, *, followup_coded: bool = False) -> Path:
+    """A's q1 coded: random forests accepted, "burnout" marked wrong, "BERT to classify" corrected to BERT (no
+    mark, as the review view writes a correction), LDA added by the coder; B not coded. ``followup_coded``: A's q4
+    coded too (a note on its one row)."""
+    sheet = write_result(run(answer("A", "q1", "random forests"), answer("A", "q1", "burnout"),
+                             answer("A", "q1", "BERT to classify"),
+                             answer("A", "q4", "to predict burnout", "random forests"),
+                             answer("B", "q1", "BERT")), tmp_path / "results.xlsx")
+    book = load_workbook(sheet)
+    answers = book["answers"]
+    column = {c.value: c.column for c in answers[1]}
+    coding = {"random forests": {"correct": "yes"}, "burnout": {"correct": "no"},
+              "BERT to classify": {"corrected_answer": "BERT"}}
+    for row in range(2, answers.max_row + 1):
+        if answers.cell(row, column["paper_id"]).value == "A":
+            cells = coding.get(answers.cell(row, column["answer"]).value, {})
+            if followup_coded and answers.cell(row, column["question_id"]).value == "q4":
+                cells = {"notes": "checked"}
+            for name, value in cells.items():
+                answers.cell(row, column[name], value)
+    added = answers.max_row + 1
+    for name, value in {"paper_id": "A", "question_id": "q1", "answer": "LDA", "stage": "coder"}.items():
+        answers.cell(added, column[name], value)
+    book.save(tmp_path / "coded.xlsx")
+    return tmp_path / "coded.xlsx"
+
+
+def followups(result: RunResult, bridges: CodedBridges) -> list[tuple[str, str]]:
+    """(paper, entity) of each q4 sub-question the follow-up stage makes of ``result``'s answers."""
+    settings = RunSettings()
+    level = Level([QUESTIONS.get("q4")], DOCS)
+    FollowUpStage(settings).run(level, StageContext(settings, None, result, RunCounters(), ModelPool(), [],
+                                                    bridges=bridges))
+    return [(u.doc.id, u.query.bridge_entity) for u in level.units]
+
+
+def test_a_followup_asks_about_the_coding_of_the_question_it_follows(tmp_path):
+    """A rerun asked q4 about its own q1 answers even where a coder had coded q1: about "burnout", marked wrong,
+    about "BERT to classify", corrected to BERT, and never about LDA, which the coder added. In A it asks about the
+    coding's answers now; in B, not coded, about the run's; the run's summary says how many came from coding."""
+    kept = read_kept_coding(coded_techniques(tmp_path))
+    fresh = run(answer("A", "q1", "random forests", score=0.9), answer("A", "q1", "burnout", score=0.8),
+                answer("A", "q1", "BERT to classify", score=0.7), answer("B", "q1", "BERT"))
+    bridges = kept.bridges(QUESTIONS.questions, ["A", "B"])
+    assert followups(fresh, bridges) == [("A", "random forests"), ("A", "BERT"), ("A", "LDA"), ("B", "BERT")]
+    assert fresh.info.coded_entities == 3
+    combined = keep_coding(fresh, kept, DOCS)
+    assert combined.info.kept_coding.endswith("; 3 follow-up entities asked about from the coding")
+    without = followups(run(*fresh.answers), CodedBridges())
+    assert without == [("A", "random forests"), ("A", "burnout"), ("A", "BERT to classify"), ("B", "BERT")]
+
+
+def test_a_coded_followup_stands_and_is_not_bridged_from_the_coding(tmp_path):
+    """Where q4 is coded too, its rows stand as coded: nothing of the coding's q1 is asked for it; a question
+    that follows none, or a paper the run does not read, gets nothing either."""
+    kept = read_kept_coding(coded_techniques(tmp_path, followup_coded=True))
+    assert kept.pairs == {("A", "q1"), ("A", "q4")}
+    assert kept.bridges(QUESTIONS.questions, ["A", "B"]).entities == {}
+    assert read_kept_coding(coded_techniques(tmp_path)).bridges(QUESTIONS.questions, ["B"]).entities == {}
+
+
+def test_what_a_coded_row_leaves_among_the_papers_answers():
+    """The correction whatever the mark, the answer unless judged wrong (an unmarked one stands, as in the sheet),
+    an added answer until marked wrong; nothing of a row that is not final."""
+    assert coded_answer({"answer": "RF", "correct": "yes"}) == "RF"
+    assert coded_answer({"answer": "RF", "correct": None}) == "RF"
+    assert coded_answer({"answer": "RF", "correct": "no"}) is None
+    assert coded_answer({"answer": "RF", "correct": "no", "corrected_answer": "random forests"}) == "random forests"
+    assert coded_answer({"answer": "RF", "correct": "yes", "corrected_answer": "random forests"}) == "random forests"
+    assert coded_answer({"answer": "LDA", "stage": "", "correct": None}) == "LDA"  # typed in by hand
+    assert coded_answer({"answer": "LDA", "stage": "coder", "correct": "no"}) is None  # withdrawn
+    assert coded_answer({"answer": "RF", "stage": "extractive", "final": False, "correct": "yes"}) is None
+    assert coded_answer({"answer": "XGBoost", "stage": "ungrounded", "corrected_answer": "boosting"}) is None
+    with pytest.raises(ValueError):
+        coded_answer({"answer": "RF", "correct": "x"})

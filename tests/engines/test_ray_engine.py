@@ -182,7 +182,7 @@ def test_a_run_whose_every_chunk_failed_still_tells_the_runs_facts(ray_cluster, 
     settings, nor the demo models' note)."""
     questions = load_question_set(write_questions(tmp_path, tiny_models))
     docs = example_documents[:2]
-    monkeypatch.setattr(RayEngine, "_dispatch", lambda self, ray, actors, chunks, cache, progress: {
+    monkeypatch.setattr(RayEngine, "_dispatch", lambda self, ray, actors, chunks, cache, progress, bridges: {
         index: ChunkReply(failed="worker died: killed by the test") for index in range(len(chunks))})
     result = RayEngine(workers=1).run(questions, settings(), docs, tmp_path / "cache", progress=False)
     assert result.answers == [] and set(result.errors) == {d.id for d in docs}
