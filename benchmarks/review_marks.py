@@ -72,18 +72,20 @@ def main() -> None:
         review = sheet[0]
         paper = review.papers()[len(review.papers()) // 2]
         items = review.items(paper)
-        print(f"{review.sheet.max_row - 1:,} answer rows, {len(review.papers()):,} papers, "
-              f"{path.stat().st_size / 2**20:.1f} MB")
-        print(f"open the review:        {opened:7.2f} s")
         def redraw():  # what the page reads on every click: the paper menu, the paper's answers, the questions
             return review.coded_counts(), review.items(paper), review.questions()
 
-        print(f"first redraw:           {timed(redraw):7.2f} s")
+        first = timed(redraw)
+        rows = sum(total for _, total in review.coded_counts().values())
+        print(f"{rows:,} answer rows, {len(review.papers()):,} papers, {path.stat().st_size / 2**20:.1f} MB")
+        print(f"open the review:        {opened:7.2f} s")
+        print(f"first redraw:           {first:7.2f} s")
         marks = [timed(lambda i=item: review.mark(i.row, i.confidence > 0.5)) for item in items[:10]]
         print(f"one mark (median of {len(marks)}): {statistics.median(marks):7.3f} s   (max {max(marks):.3f} s)")
         print(f"redraw after a mark:    {timed(redraw):7.3f} s")
         print(f"leave the paper:        {timed(review.save):7.2f} s   (the workbook written)")
         print(f"agree reads it:         {timed(lambda: read_codings(path)):7.2f} s")
+        print(f"reopen the review:      {timed(lambda: ReviewSheet(path, {})):7.2f} s")
 
 
 if __name__ == "__main__":

@@ -260,7 +260,7 @@ def write_xlsx(result: RunResult, path: Path) -> None:
         for cell in ws[1]:
             cell.font = Font(bold=True)
         for row in rows:
-            ws.append(text_cells(ws, [_safe(v) for v in row]))
+            ws.append(text_cells(ws, [cell_value(v) for v in row]))
         ws.freeze_panes = "A2"
         if name == "answers":
             mark_choices(ws, header.index("correct") + 1)
@@ -314,6 +314,12 @@ def text_cells(ws, values: list) -> list:
 def mark_choices(ws, column: int) -> None:
     """A yes/no list on a coder's ``correct`` column, down to rows a coder adds: a coder working in Excel picks the
     marks the app writes. Other marks `mlpsych agree` reads ("y", "1", "✓") stay allowed, after a warning."""
+    ws.add_data_validation(choice_list(column))
+
+
+def choice_list(column: int):
+    """The yes/no list of :func:`mark_choices` (an openpyxl ``DataValidation``), also written by the review into a
+    workbook it does not load whole (:mod:`mlpsych.app.workbook`)."""
     from openpyxl.utils import get_column_letter
     from openpyxl.worksheet.datavalidation import DataValidation
 
@@ -323,7 +329,7 @@ def mark_choices(ws, column: int) -> None:
                              errorTitle="correct", prompt="yes or no; blank: not coded", promptTitle="correct")
     letter = get_column_letter(column)
     choices.add(f"{letter}2:{letter}1048576")
-    ws.add_data_validation(choices)
+    return choices
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet program read a CSV cell as a formula
@@ -342,7 +348,7 @@ def csv_text(value):
 EXCEL_CELL_LIMIT = 32_767  # characters; Excel calls a workbook with a longer cell damaged and cuts it on repair
 
 
-def _safe(value):
+def cell_value(value):
     """Control characters (from PDFs or LLM output) are not allowed in XLSX cells: replace them visibly. A cell over
     Excel's limit (the papers of an answer most of a large study gives) is cut where a reader sees it was."""
     from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE

@@ -1,9 +1,10 @@
 """The review view's logic: a coder works through a results spreadsheet paper by paper, least-sure answers first.
 
-Each change is kept at once (autosave): appended to a small file beside the workbook and forced to disk
-(:mod:`mlpsych.journal`; writing the whole workbook took 30 s a change at 1,000 papers), and written into the
-workbook (beside it and renamed, so a crash never leaves half a file) when the coder leaves a paper or downloads
-the coded sheet; until then every reader of the sheet applies the kept changes too. Marks go into the coder
+Only the ``answers`` sheet is read, and written back row by row (:mod:`mlpsych.app.workbook`; openpyxl reading and
+writing all six sheets took minutes at 1,000 papers). Each change is kept at once (autosave): appended to a small
+file beside the workbook and forced to disk (:mod:`mlpsych.journal`), and written into the workbook (beside it and
+renamed, so a crash never leaves half a file) when the coder leaves a paper or downloads the coded sheet; until then
+every reader of the sheet applies the kept changes too. Marks go into the coder
 columns of the ``answers`` sheet (``correct``, ``corrected_answer``, ``notes``; a second coder's into
 ``correct_<name>``, ``corrected_answer_<name>``, ``notes_<name>``, which ``mlpsych agree`` compares with the
 first), and an answer the tool missed becomes a new row whose ``stage`` is ``coder``, with the offsets, page and
@@ -14,7 +15,6 @@ reopens where the coding stopped; ``mlpsych adapt --coded`` and ``mlpsych calibr
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import re
 from collections.abc import Iterator
@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlpsych.app import workbook
 from mlpsych.coding.coded import CODER_STAGE, locate
 from mlpsych.documents import Document
 from mlpsych.errors import AppInputError, UserError
 from mlpsych.evaluation.sheets import is_csv
-from mlpsych.export import mark_choices, source_files
+from mlpsych.export import choice_list, source_files
 from mlpsych.journal import Journal, Kept, not_applied
 from mlpsych.marks import row_stage
 
@@ -72,8 +73,6 @@ class ReviewSheet:
     """A results workbook opened for coding, with the papers' texts (needed to place added answers)."""
 
     def __init__(self, path: str | Path, documents: dict[str, Document], coder: str = "") -> None:
-        from openpyxl import load_workbook
-
         self.path = Path(path)
         self.documents = documents
         self.columns = coder_columns(coder)
@@ -84,14 +83,17 @@ class ReviewSheet:
                                 "LibreOffice, name its sheet 'answers' and save it as .xlsx (its coding goes with "
                                 "it), then give that file (`mlpsych agree`, `calibrate` and `adapt` read the CSV)")
         try:
-            self.book = load_workbook(self.path)
+            self._written = self.path.read_bytes()  # the workbook as last written (what the changes here go into)
+            table = workbook.read_values(self._written, SHEET)
         except Exception as error:  # openpyxl raises several types for a file that is not a workbook
             raise AppInputError(f"{self.path}: cannot open as a workbook ({error})") from None
-        if SHEET not in self.book.sheetnames:
+        if table is None:
             raise AppInputError(f"{self.path}: no '{SHEET}' sheet (is it a results spreadsheet of mlpsych?)")
-        self.sheet = self.book[SHEET]
+        self._table = table or [[]]  # the answers sheet's values, a list a row
+        self._changed: workbook.Cells = {}  # cells set here that the file lacks
+        self._lists: list[int] = []  # columns given a yes/no list here that the file lacks
         self.unsaved = False  # the last save failed: the file lacks coding held here
-        self.header = [str(c.value or "").strip().lower() for c in self.sheet[1]]
+        self.header = [str(value or "").strip().lower() for value in self._table[0]]
         for needed in ("paper_id", "question_id", "answer"):
             if needed not in self.header:
                 raise AppInputError(f"{self.path}: the '{SHEET}' sheet has no '{needed}' column")
@@ -116,15 +118,15 @@ class ReviewSheet:
             return
         self.header.append(name)
         self._index[name] = len(self.header)
-        self.sheet.cell(row=1, column=len(self.header), value=name)
+        self._set(1, name, name)
         if name == "correct" or name.startswith("correct_"):
-            mark_choices(self.sheet, len(self.header))
+            self._lists.append(len(self.header))
 
     def _changes_kept(self) -> str:
         """The changes kept beside the workbook by a review that did not write them into it (stopped, or still
         open elsewhere), applied here; those the workbook, changed elsewhere since, cannot take are moved aside
         and said."""
-        kept = self.journal.state(self._paper_rows, self.sheet.max_row)
+        kept = self.journal.state(self._paper_rows, len(self._table))
         if kept.written:
             self.journal.clear()
         return self._take(kept)
@@ -161,24 +163,24 @@ class ReviewSheet:
         rows on every redraw, each a pass over the whole sheet (papers x rows; a 1,000-paper run's review took
         minutes a click)."""
         rows: dict[str, list[int]] = {}
-        column = self._index["paper_id"] - 1
-        for row, values in enumerate(self.sheet.iter_rows(min_row=2, values_only=True), start=2):
-            paper = values[column] if column < len(values) else None
+        for row in range(2, len(self._table) + 1):
+            paper = self._get(row, "paper_id")
             if paper:
                 rows.setdefault(str(paper), []).append(row)
         return rows
 
     def _get(self, row: int, name: str) -> Any:
         index = self._index.get(name)
-        return self.sheet.cell(row=row, column=index).value if index else None
+        values = self._table[row - 1] if index and row <= len(self._table) else ()
+        return values[index - 1] if index and index <= len(values) else None
 
     def _set(self, row: int, name: str, value: Any) -> None:
-        """One cell set, blank included (openpyxl's ``cell(value=None)`` leaves the cell as it was, so a mark
-        taken back, "not coded", stayed in the workbook)."""
-        cell = self.sheet.cell(row=row, column=self._index[name])
-        cell.value = value
-        if isinstance(value, str):
-            cell.data_type = "s"  # a coder's text is data, never a formula
+        column = self._index[name]
+        self._table.extend([] for _ in range(row - len(self._table)))
+        values = self._table[row - 1]
+        values.extend([None] * (column - len(values)))
+        values[column - 1] = value
+        self._changed.setdefault(row, {})[column] = value
 
     def papers(self) -> list[str]:
         """Papers in sheet order."""
@@ -189,7 +191,7 @@ class ReviewSheet:
         if self._questions is not None:
             return dict(self._questions)
         out: dict[str, str] = {}
-        for row in range(2, self.sheet.max_row + 1):
+        for row in range(2, len(self._table) + 1):
             qid = str(self._get(row, "question_id") or "")
             if qid and not self._get(row, "bridge_entity"):
                 out.setdefault(qid, str(self._get(row, "question") or ""))
@@ -284,7 +286,7 @@ class ReviewSheet:
                   "ensemble": False, "final": True, "start": start, "end": end, "page": doc.page_at(start),
                   "evidence": doc.sentence_around(start, end), "bridge_entity": bridge_entity,
                   self.columns[0]: MARKS[True]}
-        row = self.sheet.max_row + 1
+        row = len(self._table) + 1
         self._rows.setdefault(paper_id, []).append(row)
         self._change(row, {name: value for name, value in values.items() if name in self.header})
         return row
@@ -318,8 +320,9 @@ class ReviewSheet:
             return
         partial = self.path.with_name(f".{self.path.name}.saving{self.path.suffix}")
         try:
-            self.notice = self._take(self.journal.state(self._paper_rows, self.sheet.max_row)) or self.notice
-            self.book.save(partial)
+            self.notice = self._take(self.journal.state(self._paper_rows, len(self._table))) or self.notice
+            written = self._coded()
+            partial.write_bytes(written)
             self.journal.written(partial)
             os.replace(partial, self.path)
             self.journal.clear()
@@ -328,7 +331,15 @@ class ReviewSheet:
             with contextlib.suppress(OSError):
                 partial.unlink(missing_ok=True)
             raise self._not_saved(error) from None
+        self._written, self._changed, self._lists = written, {}, []
         self.unsaved = False
+
+    def _coded(self) -> bytes:
+        """The workbook with the coding held here: the one last written, its changed rows rewritten."""
+        from openpyxl.xml.functions import tostring
+
+        lists = [tostring(choice_list(column).to_tree()) for column in self._lists]
+        return workbook.write_cells(self._written, SHEET, self._changed, lists)
 
     def _not_saved(self, error: OSError) -> AppInputError:
         return AppInputError(
@@ -344,9 +355,7 @@ class ReviewSheet:
         if not self.unsaved:
             with contextlib.suppress(OSError):
                 return self.path.read_bytes()
-        buffer = io.BytesIO()
-        self.book.save(buffer)
-        return buffer.getvalue()
+        return self._coded()
 
 
 def _nearest(entities: list[str], text: str, start: int) -> str | None:

@@ -15,5 +15,5 @@ def test_it_prints_every_figure_for_a_small_study(monkeypatch, capsys) -> None:
     out = capsys.readouterr().out
     assert "12 answer rows, 3 papers" in out
     for figure in ("open the review", "first redraw", "one mark", "redraw after a mark", "leave the paper",
-                   "agree reads it"):
+                   "agree reads it", "reopen the review"):
         assert figure in out
