@@ -4,9 +4,10 @@ The review reads and changes only the ``answers`` sheet, but openpyxl read and w
 study's size (150 MB of XML, two thirds of it the model_answers sheet) opening the review took 71-189 s and writing
 the coding 32-72 s. Here the sheet is read alone (its cells' values as openpyxl reads them: read here where the cells
 are plain, as mlpsych writes them, else by openpyxl's read-only reader) and the coding is written by rewriting only
-the changed rows of that sheet's XML, every other part of the file copied as it is, compressed bytes included: the
-other sheets, styles, widths, filters and lists stay exactly as they were, what openpyxl would drop too. What a coder
-writes goes in as text cells (never a formula), styled as the cell it replaces.
+the changed rows of that sheet's XML, every other part of the file copied as it is (decompressed and compressed again
+by the standard library's zipfile): the other sheets, styles, widths, filters and lists stay exactly as they were,
+what openpyxl would drop too. What a coder writes goes in as text cells (never a formula), styled as the cell it
+replaces.
 """
 
 from __future__ import annotations
@@ -14,10 +15,8 @@ from __future__ import annotations
 import html
 import io
 import re
-import struct
 import time
 import zipfile
-import zlib
 from typing import Any, Iterable
 from xml.sax.saxutils import escape
 
@@ -32,7 +31,6 @@ _LATER = ("hyperlinks", "printOptions", "pageMargins", "pageSetup", "headerFoote
 _NUMBER = re.compile(rb'\br="(\d+)"')  # a row's number
 _PLAIN_CELL = re.compile(rb'<c r="([A-Z]+)(\d+)"( s="\d+")?(?: t="(\w+)")?\s*(?:/>|>(.*?)</c>)', re.S)
 _TEXT = re.compile(rb"<t\b[^>]*/>|<t\b[^>]*>(.*?)</t>", re.S)
-_BIG = 0xFFFFFFFF  # past this a zip needs ZIP64 records, which this writer does not make
 
 
 def read_values(data: bytes, sheet: str) -> list[list[Any]] | None:
@@ -111,7 +109,7 @@ def write_cells(data: bytes, sheet: str, cells: Cells, lists: Iterable[bytes] = 
     with reader.archive:
         part = _part(reader, sheet)
         xml = _with_lists(_with_cells(reader.archive.read(part), cells), list(lists))
-        return _rezip(data, reader.archive, part, xml)
+        return _rezip(reader.archive, part, xml)
 
 
 def _reader(data: bytes):
@@ -233,33 +231,14 @@ def _with_lists(xml: bytes, lists: list[bytes]) -> bytes:
     return xml[:at] + block + f"</{tag}dataValidations>".encode() + xml[at:]
 
 
-def _rezip(data: bytes, archive: zipfile.ZipFile, part: str, xml: bytes) -> bytes:
-    """The zip ``data`` with ``part`` replaced by ``xml`` (compressed anew) and every other member's compressed bytes
-    copied as they are: recompressing the 100 MB model_answers sheet alone took seconds."""
+def _rezip(archive: zipfile.ZipFile, part: str, xml: bytes) -> bytes:
+    """The zip ``archive`` with ``part`` replaced by ``xml``, every member written anew by the standard library's
+    zipfile (at level 1: the 100 MB model_answers sheet of a 1,000-paper study in about 1.5 s, not 5), its name,
+    time and attributes kept."""
     out = io.BytesIO()
-    directory = []
-    for info in archive.infolist():
-        if info.filename == part:
-            packer = zlib.compressobj(1, zlib.DEFLATED, -15)  # twice as fast as 6, 25% larger
-            raw = packer.compress(xml) + packer.flush()
-            crc, size, method, when = zlib.crc32(xml), len(xml), zipfile.ZIP_DEFLATED, time.localtime()[:6]
-        else:
-            name_length, extra_length = struct.unpack("<HH", data[info.header_offset + 26:info.header_offset + 30])
-            begin = info.header_offset + 30 + name_length + extra_length
-            raw = data[begin:begin + info.compress_size]
-            crc, size, method, when = info.CRC, info.file_size, info.compress_type, info.date_time
-        name = info.filename.encode("utf-8")
-        flags = 0 if name.isascii() else 0x800  # 0x800: the name is UTF-8
-        clock = (when[3] << 11) | (when[4] << 5) | (when[5] // 2)
-        day = ((max(when[0], 1980) - 1980) << 9) | (when[1] << 5) | when[2]
-        fields = (flags, method, clock, day, crc, len(raw), size, len(name))
-        directory.append(struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, *fields, 0, 0, 0, 0,
-                                     info.external_attr, out.tell()) + name)
-        out.write(struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, *fields, 0) + name + raw)
-    start = out.tell()
-    out.write(b"".join(directory))
-    if out.tell() >= _BIG or len(directory) >= 0xFFFF:
-        raise ValueError("a workbook too large to write without ZIP64")
-    out.write(struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(directory), len(directory), out.tell() - start, start,
-                          0))
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as written:
+        for info in archive.infolist():
+            copy = zipfile.ZipInfo(info.filename, info.date_time if info.filename != part else time.localtime()[:6])
+            copy.external_attr, copy.compress_type = info.external_attr, zipfile.ZIP_DEFLATED
+            written.writestr(copy, xml if info.filename == part else archive.read(info))
     return out.getvalue()
