@@ -83,16 +83,31 @@ class ReviewSheet:
                                 "LibreOffice, name its sheet 'answers' and save it as .xlsx (its coding goes with "
                                 "it), then give that file (`mlpsych agree`, `calibrate` and `adapt` read the CSV)")
         try:
-            self._written = self.path.read_bytes()  # the workbook as last written (what the changes here go into)
-            table = workbook.read_values(self._written, SHEET)
+            data = self.path.read_bytes()
+        except OSError as error:
+            raise AppInputError(f"{self.path}: cannot open as a workbook ({error})") from None
+        self.unsaved = False  # the last save failed: the file lacks coding held here
+        self._load(data)
+        self.journal = Journal(self.path)
+        self.notice = self._changes_kept()
+        strangers = sorted(set(self._rows) - set(documents))
+        if strangers and documents:
+            raise AppInputError(f"{len(strangers)} paper(s) of the sheet are not among the papers given: "
+                                f"{', '.join(strangers[:10])} (give the papers this sheet was made from)")
+
+    def _load(self, data: bytes) -> None:
+        """The answers sheet of the workbook ``data`` as this review's: the workbook as last written, what the
+        changes made here go into."""
+        try:
+            table = workbook.read_values(data, SHEET)
         except Exception as error:  # openpyxl raises several types for a file that is not a workbook
             raise AppInputError(f"{self.path}: cannot open as a workbook ({error})") from None
         if table is None:
             raise AppInputError(f"{self.path}: no '{SHEET}' sheet (is it a results spreadsheet of mlpsych?)")
+        self._written = data
         self._table = table or [[]]  # the answers sheet's values, a list a row
         self._changed: workbook.Cells = {}  # cells set here that the file lacks
         self._lists: list[int] = []  # columns given a yes/no list here that the file lacks
-        self.unsaved = False  # the last save failed: the file lacks coding held here
         self.header = [str(value or "").strip().lower() for value in self._table[0]]
         for needed in ("paper_id", "question_id", "answer"):
             if needed not in self.header:
@@ -104,13 +119,30 @@ class ReviewSheet:
         # for a paper a change touched
         self._counts: dict[str, tuple[int, int]] = {}
         self._questions: dict[str, str] | None = None
-        self.journal = Journal(self.path)
         self._rows = self._rows_by_paper()
-        self.notice = self._changes_kept()
-        strangers = sorted(set(self._rows) - set(documents))
-        if strangers and documents:
-            raise AppInputError(f"{len(strangers)} paper(s) of the sheet are not among the papers given: "
-                                f"{', '.join(strangers[:10])} (give the papers this sheet was made from)")
+
+    def _catch_up(self) -> str:
+        """The workbook as written elsewhere since this review read or wrote it (by another review leaving its
+        paper, or saved from Excel) taken as this review's, so that this review's write keeps what was written
+        there: the changes made here are in the changes file, which applies them to it (:meth:`_take`). Where that
+        cannot be (the workbook there unreadable, or changes held here alone, their file unwritable), that version
+        is copied aside (kept) before this review writes over it; said."""
+        try:
+            on_disk = self.path.read_bytes()
+        except FileNotFoundError:
+            return ""
+        if on_disk == self._written:
+            return ""
+        if not self.unsaved:
+            with contextlib.suppress(AppInputError):
+                self._load(on_disk)
+                return ""
+        n = 1
+        while (aside := self.path.with_name(f"{self.path.stem}-changed-elsewhere-{n}{self.path.suffix}")).exists():
+            n += 1
+        aside.write_bytes(on_disk)
+        return (f"{self.path.name} was changed elsewhere during this review and could not take this review's "
+                f"coding: it is written over, and the version written elsewhere is kept in {aside.name}.")
 
     def _column(self, name: str) -> None:
         """A column the sheet lacks (a coder's), added at the end; a ``correct`` column gets the yes/no list."""
@@ -320,7 +352,9 @@ class ReviewSheet:
             return
         partial = self.path.with_name(f".{self.path.name}.saving{self.path.suffix}")
         try:
-            self.notice = self._take(self.journal.state(self._paper_rows, len(self._table))) or self.notice
+            caught_up = self._catch_up()
+            taken = self._take(self.journal.state(self._paper_rows, len(self._table)))
+            self.notice = " ".join(filter(None, (caught_up, taken))) or self.notice
             written = self._coded()
             partial.write_bytes(written)
             self.journal.written(partial)

@@ -285,7 +285,7 @@ def _sorted_by_answer(answers) -> None:
     column = [cell.value for cell in answers[1]].index("answer")
     for number, values in enumerate(sorted(rows, key=lambda r: str(r[column])), start=2):
         for index, value in enumerate(values, start=1):
-            answers.cell(row=number, column=index, value=value)
+            answers.cell(row=number, column=index).value = value  # cell(value=None) would leave the cell as it was
 
 
 def _coding(rows) -> dict[str, tuple]:
@@ -436,6 +436,69 @@ def test_a_review_leaving_its_paper_keeps_another_coders_changes(sheet_path: Pat
     assert coders == ["correct", "correct_2"]
     assert sorted((c.marks["correct"], c.marks["correct_2"]) for c in codings) == [
         (False, False), (True, False), (True, True)]
+
+
+def test_a_review_writing_after_another_one_wrote_keeps_that_ones_coding(sheet_path: Path, documents):
+    """Two sessions on one workbook, each leaving its paper in turn: the second one's write was of the workbook as
+    it had read it, so it wrote over the coding the first one had written meanwhile (its marks, and the second's own
+    made before the first one's write, which that write had taken in)."""
+    first = ReviewSheet(sheet_path, documents)
+    second = ReviewSheet(sheet_path, documents, coder="2")
+    rows = {item.answer: item.row for item in first.items("A")}
+    first.mark(rows["students"], False)
+    second.mark(rows["students"], True)
+    first.save()
+    second.mark(rows["caret"], False)
+    first.mark(rows["caret"], True)
+    second.save()
+    from mlpsych.evaluation.evaluate import read_sheet
+
+    marks = {r["answer"]: (r["correct"], r["correct_2"]) for r in read_sheet(sheet_path, "answers")}
+    assert marks == {"students": ("no", "yes"), "caret": ("yes", "no"), "random forests": (None, None)}
+
+
+@pytest.mark.parametrize("edit", [lambda answers: None, _sorted_by_answer], ids=["saved again", "sorted"])
+def test_a_workbook_changed_in_excel_during_the_review_keeps_those_changes_and_the_reviews(sheet_path: Path,
+                                                                                          documents, edit):
+    """A coder (or a colleague) edited and saved the workbook in Excel while the review was open: the review's next
+    write was of the workbook as it had read it, and the Excel edits were lost."""
+    from mlpsych.evaluation.evaluate import read_sheet
+
+    review = ReviewSheet(sheet_path, documents)
+    rows = {item.answer: item.row for item in review.items("A")}
+    review.mark(rows["students"], False)
+
+    def in_excel(answers) -> None:
+        header = [cell.value for cell in answers[1]]
+        if "notes" not in header:
+            answers.cell(row=1, column=len(header) + 1, value="notes")
+            header.append("notes")
+        answers.cell(row=rows["random forests"], column=header.index("notes") + 1, value="seen in Excel")
+        edit(answers)
+
+    _saved_elsewhere(sheet_path, in_excel)
+    review.mark(rows["caret"], True)
+    review.save()
+    cells = {r["answer"]: (r["correct"], r["notes"]) for r in read_sheet(sheet_path, "answers")}
+    assert cells == {"students": ("no", None), "caret": ("yes", None), "random forests": (None, "seen in Excel")}
+    assert review.notice == ""
+
+
+def test_a_workbook_changed_elsewhere_that_cannot_take_the_coding_is_kept_aside(sheet_path: Path, documents):
+    """Its answers sheet renamed in Excel during the review: the review writes its coding over it, and keeps that
+    version beside it, said."""
+    from openpyxl import load_workbook
+
+    from mlpsych.evaluation.evaluate import read_sheet
+
+    review = ReviewSheet(sheet_path, documents)
+    row = review.items("A")[0].row
+    review.mark(row, True)
+    _saved_elsewhere(sheet_path, lambda answers: setattr(answers, "title", "answers (old)"))
+    review.save()
+    aside = sheet_path.with_name("results-changed-elsewhere-1.xlsx")
+    assert "answers (old)" in load_workbook(aside).sheetnames and aside.name in review.notice
+    assert next(r for r in read_sheet(sheet_path, "answers") if r["_row"] == row)["correct"] == "yes"
 
 
 # ------------------------------------------------------------------------------------------- the page (AppTest)
