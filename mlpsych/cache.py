@@ -174,14 +174,15 @@ class ResultCache:
                      "$MLPSYCH_CACHE)", self.path, kind)
         return "DELETE"
 
-    def get(self, key: str) -> Any | None:
+    def get(self, key: str, counted: bool = True) -> Any | None:
+        """The value stored under ``key``, or None; ``counted`` False for what is no result of the run (a read's
+        checkpoint), so the run sheet's hits and misses stay those of its results."""
         with self._lock, cache_faults(self.path, "read"):
             row = self._conn.execute("SELECT value FROM results WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        return json.loads(row[0])
+        if counted:
+            self.hits += row is not None
+            self.misses += row is None
+        return None if row is None else json.loads(row[0])
 
     def put(self, key: str, value: Any, stage: str = "") -> None:
         payload = json.dumps(value, ensure_ascii=False)
@@ -190,6 +191,11 @@ class ResultCache:
                 "INSERT OR REPLACE INTO results (key, stage, value, created) VALUES (?, ?, ?, ?)",
                 (key, stage, payload, time.time()),
             )
+
+    def delete(self, *keys: str) -> None:
+        """Remove what is stored under ``keys`` (those not stored are no error)."""
+        with self._lock, cache_faults(self.path, "written"):
+            self._conn.executemany("DELETE FROM results WHERE key = ?", [(key,) for key in keys])
 
     def __len__(self) -> int:
         with self._lock:

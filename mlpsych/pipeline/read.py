@@ -1,8 +1,8 @@
 """The reading stages: the cascade's small reader choosing windows (select), then each question's readers (read).
 
 Each model is loaded once per level, reads every paper for all its questions, and is released before the next
-model. Its reads go through a :class:`CachedReader`, which owns their cache keys and batching and returns spans
-by unit.
+model. Its reads go through a :class:`CachedReader`, which owns their cache keys, batching and checkpoints (a long
+paper's read saved as it goes, mlpsych.pipeline.checkpoints) and returns spans by unit.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from mlpsych.answers import Span
 from mlpsych.cache import library_versions, make_key, model_fingerprint
 from mlpsych.documents import Document
+from mlpsych.pipeline.checkpoints import CachedCheckpoints
 from mlpsych.pipeline.context import ModelPool, StageContext
 from mlpsych.pipeline.records import Level, LevelSize, Unit, reading_unit
 from mlpsych.pipeline.result import RunResult, isolated
@@ -81,6 +82,7 @@ class CachedReader:
         self.model = model
         self.reader = reader
         self.ctx = ctx
+        self.checkpoints = CachedCheckpoints(ctx.cache, self.key)
 
     def key(self, doc: Document, query: Query) -> str:
         """What a read's spans depend on: the paper, the model, the question and the windows, and the settings."""
@@ -162,10 +164,11 @@ class CachedReader:
             ctx.counters.model_loads.append(self.model)
             ctx.report(progress)  # loaded: reading starts (a front end stops saying "loading")
         self.reader.on_batch = self._reporting(progress, done_after)
+        self.reader.checkpoints = self.checkpoints
         try:
             found = read_group(self.reader, self.model, pending, ctx.result, label)
         finally:
-            self.reader.on_batch = None
+            self.reader.on_batch = self.reader.checkpoints = None
         for paper in pending:
             doc = paper.doc
             with isolated(ctx.result, doc.id, f"caching {label} with {self.model}"):
@@ -173,6 +176,7 @@ class CachedReader:
                     ctx.cache.put(self.key(doc, paper.queries[i]), [s.to_dict() for s in found[doc.id][j]],
                                   stage="read")
                     spans[i] = found[doc.id][j]
+        self.checkpoints.drop([paper.job for paper in pending], found)
         pending.clear()
 
     def _reporting(self, start: ProgressEvent, end: int) -> Callable[[int, int], None]:

@@ -20,6 +20,7 @@ import numpy as np
 from mlpsych.answers import Span
 from mlpsych.documents import Document
 from mlpsych.models import NO_REMOTE_CODE, free_memory, halving_on_oom, load_qa_model, load_tokenizer, pick_device, pick_dtype
+from mlpsych.reading.checkpoint import Call, Checkpoints, ReadState, Schedule
 from mlpsych.reading.decode import (
     WindowCandidate,
     add_summed,
@@ -200,6 +201,8 @@ class Reader:
         # Called after each batch with (windows read, windows to read) of the current call: a book-length paper is
         # one call of many minutes, and a front end's progress would otherwise stand still through it.
         self.on_batch: Callable[[int, int], None] | None = None
+        # Where a call's state is saved between batches and found again (mlpsych.reading.checkpoint); None: not saved.
+        self.checkpoints: Checkpoints | None = None
 
     def load_tokenizer(self) -> None:
         """The tokenizer alone: enough to window papers (and so to retrieve) before the model is needed."""
@@ -378,19 +381,20 @@ class Reader:
             raise ValueError(f"read at most {ENCODED_KEPT} papers per call (got {len(papers)})")
         features = sorted(self._features(papers), key=lambda f: f.length)
         encoded = [self.encode(doc) for doc, _ in papers]
-        jobs = [(pi, qi) for pi, (_, queries) in enumerate(papers) for qi in range(len(queries))]
-        candidates: dict[tuple[int, int], list[WindowCandidate]] = {job: [] for job in jobs}
-        nulls: dict[tuple[int, int], list[float]] = {job: [] for job in jobs}
-        sums: dict[tuple[int, int], dict[str, WindowCandidate]] = {job: {} for job in jobs}  # where texts are summed
-        position = 0
-        while position < len(features):
+        pairs = [(pi, qi) for pi, (_, queries) in enumerate(papers) for qi in range(len(queries))]
+        jobs = {job: n for n, job in enumerate(pairs)}  # (paper, query) -> its place in the call's state
+        state = self._resumed(papers, len(jobs), len(features))
+        candidates, nulls, sums = state.candidates, state.nulls, state.sums  # per job; sums where texts are summed
+        schedule = Schedule()
+        while state.position < len(features):
             (batch, starts, ends), self._batch_size = halving_on_oom(
-                functools.partial(self._read_batch, encoded, features, position), self._batch_size,
+                functools.partial(self._read_batch, encoded, features, state.position), self._batch_size,
                 f"{self.model_id}: batch size")
-            position += len(batch)
+            state.position += len(batch)
+            state.batch_size = self._batch_size
             self.windows_read += len(batch)
             if self.on_batch is not None:
-                self.on_batch(position, len(features))
+                self.on_batch(state.position, len(features))
             self.tokens_read += sum(len(inputs.ids) for inputs in batch)
             for row, inputs in enumerate(batch):
                 feature = inputs.feature
@@ -401,24 +405,40 @@ class Reader:
                                                        length, paper.word_tokens)
                 found, null = self._decode(starts[row, :length], ends[row, :length], mask, offsets, query,
                                            feature.window.index, pieces)
-                candidates[feature.job].extend(found)
-                nulls[feature.job].append(null)
-            for job in {inputs.feature.job for inputs in batch}:
+                candidates[jobs[feature.job]].extend(found)
+                nulls[jobs[feature.job]].append(null)
+            for (pi, qi), job in {inputs.feature.job: jobs[inputs.feature.job] for inputs in batch}.items():
                 if len(candidates[job]) + len(sums[job]) > CANDIDATES_KEPT:  # only the best top_k can win: prune
-                    candidates[job] = self._pruned(candidates[job], sums[job], papers[job[0]][0],
-                                                   papers[job[0]][1][job[1]].top_k)
+                    candidates[job] = self._pruned(candidates[job], sums[job], papers[pi][0], papers[pi][1][qi].top_k)
+            if self.checkpoints is not None and state.position < len(features) and schedule.due():
+                schedule.save(self.checkpoints.save, papers, state)
         results: list[dict[int, list[Span]]] = [{} for _ in papers]
-        for pi, qi in jobs:
+        for (pi, qi), job in jobs.items():
             doc, query = papers[pi][0], papers[pi][1][qi]
-            found = candidates[(pi, qi)]
+            found = candidates[job]
             if self.settings.same_text == "summed":
-                found = list(add_summed(sums[(pi, qi)], found, doc.text).values())
+                found = list(add_summed(sums[job], found, doc.text).values())
             ranked = rank_candidates(
-                found, nulls[(pi, qi)], top_k=query.top_k, allow_empty=query.allow_empty,
+                found, nulls[job], top_k=query.top_k, allow_empty=query.allow_empty,
                 null_threshold=self.settings.null_threshold, dedupe=self.settings.dedupe,
             )
             results[pi][qi] = [self._to_span(doc, query, c) for c in ranked]
         return results
+
+    def _resumed(self, papers: Call, queries: int, features: int) -> ReadState:
+        """Where a call starts: where an interrupted call of the same papers and queries was saved, if it read in
+        the batches and on the device this one would, else at its start."""
+        fresh = ReadState.start(queries, self._batch_size, str(self.device))
+        saved = self.checkpoints.load(papers) if self.checkpoints is not None else None
+        if saved is None:
+            return fresh
+        if not saved.resumes(fresh):
+            log.info("%s: a read interrupted after %d of %d windows is read again from the start: it read %d "
+                     "windows a batch on %s, this one %d on %s", self.model_id, saved.position, features,
+                     saved.batch_size, saved.device, fresh.batch_size, fresh.device)
+            return fresh
+        log.info("%s: resuming a read interrupted after %d of %d windows", self.model_id, saved.position, features)
+        return saved
 
     def _pruned(self, found: list[WindowCandidate], sums: dict[str, WindowCandidate], doc: Document,
                 top_k: int) -> list[WindowCandidate]:
