@@ -1,7 +1,7 @@
 """What checkpointing a long paper's read costs, and that it changes no answer: a thesis-length text (MLPsych papers
 put end to end) read for q1-q3 of the mlpsych template (or those named), every window, by one reader, from an empty
-cache each time: with checkpoints (every ``CHECKPOINT_SECONDS``), without, and interrupted by a SIGINT part-way then
-rerun.
+cache each time: with checkpoints (every ``CHECKPOINT_SECONDS``), without, and interrupted by a SIGINT at 60% of
+the read then rerun.
 
     python benchmarks/read_checkpoints.py --reader /work/readers/minilm-squad2 --data ../shared/mlpsych \\
         --work /work/scratch/s23-thesis
@@ -18,12 +18,14 @@ import math
 import shutil
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
 from mlpsych.pipeline import Pipeline
 from mlpsych.pipeline.checkpoints import CachedCheckpoints
+from mlpsych.progress import ProgressEvent
 from mlpsych.questions import QuestionSet, load_question_set
 from mlpsych.reading import checkpoint
 from mlpsych.reading.reader import Reader
@@ -63,13 +65,23 @@ def timed_saves() -> None:
     CachedCheckpoints.save = timed
 
 
-def run(asked: QuestionSet, doc: Document, cache: Path, interrupt_after: float | None = None
+def interrupting(part: float) -> Callable[[ProgressEvent], None]:
+    """A progress hook that sends this process a SIGINT (as Ctrl-C) once ``part`` of the read is done, heard as a
+    terminal's Ctrl-C is (a process started in the background of a script ignores SIGINT)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def on_progress(event: ProgressEvent) -> None:
+        if event.stage == "read" and event.done >= part * event.total:
+            signal.raise_signal(signal.SIGINT)
+
+    return on_progress
+
+
+def run(asked: QuestionSet, doc: Document, cache: Path, interrupt_at: float | None = None
         ) -> tuple[float, Pipeline, list[dict] | None]:
-    """Seconds, the pipeline and its answers (None when interrupted by a SIGINT after ``interrupt_after`` s)."""
-    pipeline = Pipeline(asked, RunSettings(llm=LLMSettings(enabled=False)), ResultCache(cache), progress=False)
-    if interrupt_after:
-        signal.setitimer(signal.ITIMER_REAL, interrupt_after)
-        signal.signal(signal.SIGALRM, lambda *_: signal.raise_signal(signal.SIGINT))
+    """Seconds, the pipeline and its answers (None when interrupted by a SIGINT at ``interrupt_at`` of the read)."""
+    pipeline = Pipeline(asked, RunSettings(llm=LLMSettings(enabled=False)), ResultCache(cache), progress=False,
+                        on_progress=interrupting(interrupt_at) if interrupt_at else None)
     started = time.perf_counter()
     try:
         answers = [a.to_dict() for a in pipeline.run([doc]).answers]
@@ -105,7 +117,7 @@ def main() -> None:
           f"{sum(s for s, _ in SAVES) / seconds_on:.2%} of the run; same answers: {answers_on == answers_off}")
 
     checkpoint.CHECKPOINT_SECONDS = interval
-    stopped, _, _ = run(asked, doc, args.work / "interrupted", interrupt_after=0.6 * seconds_off)
+    stopped, _, _ = run(asked, doc, args.work / "interrupted", interrupt_at=0.6)
     seconds_rerun, rerun, answers_rerun = run(asked, doc, args.work / "interrupted")
     print(f"interrupted after {stopped:.1f} s; the rerun read {rerun.windows_read} of {on.windows_read} windows in "
           f"{seconds_rerun:.1f} s; same answers: {answers_rerun == answers_off}")

@@ -86,8 +86,12 @@ def test_an_interrupted_thesis_is_read_on_from_where_it_stopped(tiny_models, tmp
     monkeypatch.setattr(Reader, "_forward", interrupted)
     cache = tmp_path / "cache"
     if interruption == "ctrl-c":
-        with pytest.raises(KeyboardInterrupt):
-            run(tmp_path, model, cache)
+        heard = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, wherever pytest runs
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run(tmp_path, model, cache)
+        finally:
+            signal.signal(signal.SIGINT, heard)
     else:
         failed = run(tmp_path, model, cache)
         assert set(failed.result.errors) == {"short", "thesis"} and not failed.result.answers
