@@ -40,6 +40,7 @@ from mlpsych.errors import CacheError
 from mlpsych.models import ModelLoadError
 from mlpsych.multihop import CodedBridges
 from mlpsych.pipeline import RunInfo, RunResult
+from mlpsych.pipeline.checkpoints import STAGE as CHECKPOINT_STAGE
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import RunSettings
 
@@ -89,15 +90,18 @@ class RecordingCache(ResultCache):
         super().__init__(directory)
         self._used: list[tuple[str, str, Any]] = []
 
-    def get(self, key: str) -> Any | None:
-        value = super().get(key)
-        if value is not None:
+    def get(self, key: str, counted: bool = True) -> Any | None:
+        value = super().get(key, counted)
+        if value is not None and counted:
             self._used.append((key, "", value))
         return value
 
     def put(self, key: str, value: Any, stage: str = "") -> None:
+        """Stored, and sent home unless a read's checkpoint (megabytes for a thesis, of use only to a rerun reading
+        on this node: it stays in this node's cache)."""
         super().put(key, value, stage)
-        self._used.append((key, stage, value))
+        if stage != CHECKPOINT_STAGE:
+            self._used.append((key, stage, value))
 
     def take(self) -> list[tuple[str, str, Any]]:
         used, self._used = self._used, []
