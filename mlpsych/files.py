@@ -11,7 +11,7 @@ import re
 import secrets
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -43,6 +43,15 @@ def remove_leftovers(entries: Iterable[Path]) -> None:
         except OSError:  # gone meanwhile, or not ours to remove
             continue
         log.debug("removed %s, left by a process that stopped %.0f hours ago", entry, (now - changed) / 3600)
+
+
+def first_free(named: Callable[[int], Path]) -> Path:
+    """``named(n)`` for the first n from 1 that no file has: a copy kept aside, or a new file, never replaces an
+    earlier one."""
+    n = 1
+    while (path := named(n)).exists():
+        n += 1
+    return path
 
 
 def temporary_path(path: Path) -> Path:

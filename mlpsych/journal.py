@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlpsych.files import first_free
 from mlpsych.journal_match import Change, RowsOf, describe, resolve, rows_of
 
 logger = logging.getLogger(__name__)
@@ -123,9 +124,7 @@ class Journal:
     def set_aside(self, conflicts: list[int]) -> Path:
         """Copy the changes in conflict (:attr:`Kept.conflicts`) to a file of their own (kept, never deleted) and
         mark them set aside here, or remove this file when they were all it still applied; the copy's name."""
-        n = 1
-        while (aside := self.path.with_name(f"{self.path.stem}-not-applied-{n}.jsonl")).exists():
-            n += 1
+        aside = first_free(lambda n: self.path.with_name(f"{self.path.stem}-not-applied-{n}.jsonl"))
         lines = self._lines()
         kept = lines[:1] + [lines[number] for number in conflicts]
         with aside.open("x", encoding="utf-8") as f:

@@ -28,6 +28,7 @@ from mlpsych.documents import Document
 from mlpsych.errors import AppInputError, UserError
 from mlpsych.evaluation.sheets import is_csv
 from mlpsych.export import choice_list, source_files
+from mlpsych.files import first_free
 from mlpsych.journal import Journal, Kept, not_applied
 from mlpsych.marks import row_stage
 
@@ -137,9 +138,7 @@ class ReviewSheet:
             with contextlib.suppress(AppInputError):
                 self._load(on_disk)
                 return ""
-        n = 1
-        while (aside := self.path.with_name(f"{self.path.stem}-changed-elsewhere-{n}{self.path.suffix}")).exists():
-            n += 1
+        aside = first_free(lambda n: self.path.with_name(f"{self.path.stem}-changed-elsewhere-{n}{self.path.suffix}"))
         aside.write_bytes(on_disk)
         return (f"{self.path.name} was changed elsewhere during this review and could not take this review's "
                 f"coding: it is written over, and the version written elsewhere is kept in {aside.name}.")
@@ -417,10 +416,7 @@ def papers_for_review(source: str) -> dict[str, Document]:
 
 def fresh_review_path(folder: Path) -> Path:
     """The first ``review-N.xlsx`` in ``folder`` not taken: a run's review never lands in an earlier one's file."""
-    n = 1
-    while (folder / f"review-{n}.xlsx").exists():
-        n += 1
-    return folder / f"review-{n}.xlsx"
+    return first_free(lambda n: folder / f"review-{n}.xlsx")
 
 
 def _tool_answers(source: Path | bytes) -> set[tuple[str, str, str]]:
