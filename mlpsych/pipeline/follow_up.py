@@ -45,11 +45,12 @@ class FollowUpStage:
                 with isolated(ctx.result, doc.id, f"multi-hop {q.id}"):
                     coded = ctx.bridges.of(q.id, doc.id)
                     if coded is None:
-                        found = self.found(finals.get((doc.id, q.bridge_from), []))
+                        own = self.found(finals.get((doc.id, q.bridge_from), []))
+                        units, dropped = self.sub_units(doc, q, own, self.cap(q))
                     else:  # a coder's answers to the bridge question (run --keep-coding), in the coded sheet's order
                         found = multihop.distinct(coded, self.settings.answers.entity_case)
-                        ctx.result.info.coded_entities += min(len(found), self.cap(q))
-                    units, dropped = self.sub_units(doc, q, found)
+                        units, dropped = self.sub_units(doc, q, found, None)
+                        ctx.result.info.coded_entities += len(found)
                     if dropped:
                         left_out.setdefault(q.id, {})[doc.id] = dropped
                     source = earlier.get((doc.id, q.bridge_from))
@@ -80,10 +81,12 @@ class FollowUpStage:
         """The entities the run's own final answers to the bridge question give, best first."""
         return multihop.ranked_entities(bridge, self.settings.answers.entity_case, answer_stages(self.settings))
 
-    def sub_units(self, doc: Document, question: QuestionTemplate, found: list[str]) -> tuple[list[Unit], int]:
-        """One unit per bridge entity of this paper (the multi-hop step), the first ``cap`` of ``found``, and how
-        many entities the cap left out."""
-        cap = self.cap(question)
+    def sub_units(self, doc: Document, question: QuestionTemplate, found: list[str],
+                  cap: int | None) -> tuple[list[Unit], int]:
+        """One unit per bridge entity of this paper (the multi-hop step), the first ``cap`` of ``found`` (all of
+        them for None: a coder's list, chosen whole; the cap bounds the cost of the run's own, noisier answers), and
+        how many entities the cap left out."""
+        cap = len(found) if cap is None else cap
         retrieving = plan_for(question.retrieval, self.settings.retrieval) is not None
         entities = multihop.entities_to_ask(question, found[:cap], retrieving)
         units = [Unit(doc, question, self.query(question, text, entity))

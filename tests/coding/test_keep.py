@@ -146,9 +146,9 @@ def coded_techniques(tmp_path: Path, *, followup_coded: bool = False) -> Path:
     return tmp_path / "coded.xlsx"
 
 
-def followups(result: RunResult, bridges: CodedBridges) -> list[tuple[str, str]]:
+def followups(result: RunResult, bridges: CodedBridges, settings: RunSettings | None = None) -> list[tuple[str, str]]:
     """(paper, entity) of each q4 sub-question the follow-up stage makes of ``result``'s answers."""
-    settings = RunSettings()
+    settings = settings or RunSettings()
     level = Level([QUESTIONS.get("q4")], DOCS)
     FollowUpStage(settings).run(level, StageContext(settings, None, result, RunCounters(), ModelPool(), [],
                                                     bridges=bridges))
@@ -169,6 +169,19 @@ def test_a_followup_asks_about_the_coding_of_the_question_it_follows(tmp_path):
     assert combined.info.kept_coding.endswith("; 3 follow-up entities asked about from the coding")
     without = followups(run(*fresh.answers), CodedBridges())
     assert without == [("A", "random forests"), ("A", "burnout"), ("A", "BERT to classify"), ("B", "BERT")]
+
+
+def test_the_cap_on_sub_questions_bounds_the_runs_own_answers_not_a_coders_list(tmp_path):
+    """``--max-sub-questions 2`` asked about the first two of the coding's three q1 answers in A, and the run's
+    note said the other was left out as not among "the best-scored": a coder's list is asked about whole; B, not
+    coded, still asks about its two best-scored answers, and only B is named as capped."""
+    kept = read_kept_coding(coded_techniques(tmp_path))
+    fresh = run(answer("A", "q1", "random forests", score=0.9), answer("B", "q1", "BERT", score=0.9),
+                answer("B", "q1", "LDA", score=0.5), answer("B", "q1", "burnout", score=0.7))
+    asked = followups(fresh, kept.bridges(QUESTIONS.questions, ["A", "B"]), RunSettings(max_sub_questions=2))
+    assert asked == [("A", "random forests"), ("A", "BERT"), ("A", "LDA"), ("B", "BERT"), ("B", "burnout")]
+    assert fresh.info.coded_entities == 3
+    assert {q: record["papers"] for q, record in fresh.info.capped.items()} == {"q4": {"B": 1}}
 
 
 def test_a_coded_followup_stands_and_is_not_bridged_from_the_coding(tmp_path):
