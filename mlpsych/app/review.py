@@ -15,7 +15,6 @@ reopens where the coding stopped; ``mlpsych adapt --coded`` and ``mlpsych calibr
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from mlpsych.documents import Document
 from mlpsych.errors import AppInputError, UserError
 from mlpsych.evaluation.sheets import is_csv
 from mlpsych.export import choice_list, source_files
-from mlpsych.files import first_free
+from mlpsych.files import first_free, written_whole
 from mlpsych.journal import Journal, Kept, not_applied
 from mlpsych.marks import row_stage
 
@@ -139,7 +138,8 @@ class ReviewSheet:
                 self._load(on_disk)
                 return ""
         aside = first_free(lambda n: self.path.with_name(f"{self.path.stem}-changed-elsewhere-{n}{self.path.suffix}"))
-        aside.write_bytes(on_disk)
+        with written_whole(aside) as partial:  # a copy cut short (a full disk) is no copy to trust: none is left
+            partial.write_bytes(on_disk)
         return (f"{self.path.name} was changed elsewhere during this review and could not take this review's "
                 f"coding: it is written over, and the version written elsewhere is kept in {aside.name}.")
 
@@ -349,20 +349,17 @@ class ReviewSheet:
         (:meth:`workbook_bytes`)."""
         if not self.pending:
             return
-        partial = self.path.with_name(f".{self.path.name}.saving{self.path.suffix}")
         try:
             caught_up = self._catch_up()
             taken = self._take(self.journal.state(self._paper_rows, len(self._table)))
             self.notice = " ".join(filter(None, (caught_up, taken))) or self.notice
             written = self._coded()
-            partial.write_bytes(written)
-            self.journal.written(partial)
-            os.replace(partial, self.path)
+            with written_whole(self.path) as partial:  # its own name: two reviews saving at once never share one
+                partial.write_bytes(written)
+                self.journal.written(partial)
             self.journal.clear()
         except OSError as error:
             self.unsaved = True
-            with contextlib.suppress(OSError):
-                partial.unlink(missing_ok=True)
             raise self._not_saved(error) from None
         self._written, self._changed, self._lists = written, {}, []
         self.unsaved = False
@@ -447,9 +444,8 @@ def start_review(target: str | Path, workbook: bytes) -> Path:
     else:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(f".{path.name}.saving.xlsx")
-            partial.write_bytes(workbook)
-            os.replace(partial, path)
+            with written_whole(path) as partial:
+                partial.write_bytes(workbook)
         except OSError as error:
             raise AppInputError(f"{path}: cannot be written ({error.strerror or error}): give a file in a folder "
                                 "you can write to") from None

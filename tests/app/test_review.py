@@ -501,6 +501,37 @@ def test_a_workbook_changed_elsewhere_that_cannot_take_the_coding_is_kept_aside(
     assert next(r for r in read_sheet(sheet_path, "answers") if r["_row"] == row)["correct"] == "yes"
 
 
+def test_a_copy_aside_cut_short_leaves_no_copy_and_the_workbook_unwritten(sheet_path: Path, documents, monkeypatch):
+    """The disk full while the version written elsewhere was copied aside: half a copy was left under the name the
+    notice would give, to be trusted as that version. Now none is left, the workbook is not written over (the
+    coding stays on the page, said), and the next save keeps a whole copy."""
+    import errno
+
+    from openpyxl import load_workbook
+
+    review = ReviewSheet(sheet_path, documents)
+    review.mark(review.items("A")[0].row, True)
+    _saved_elsewhere(sheet_path, lambda answers: setattr(answers, "title", "answers (old)"))
+    elsewhere = sheet_path.read_bytes()
+    write_bytes = Path.write_bytes
+
+    def disk_full(path: Path, data: bytes) -> int:
+        if "changed-elsewhere" in path.name:
+            write_bytes(path, data[:len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_bytes(path, data)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "write_bytes", disk_full)
+        with pytest.raises(AppInputError, match="Not saved"):
+            review.save()
+    assert [p.name for p in sheet_path.parent.iterdir() if "changed-elsewhere" in p.name] == []
+    assert sheet_path.read_bytes() == elsewhere and review.unsaved
+    review.save()
+    aside = sheet_path.with_name("results-changed-elsewhere-1.xlsx")
+    assert aside.read_bytes() == elsewhere and "answers (old)" in load_workbook(aside).sheetnames
+
+
 # ------------------------------------------------------------------------------------------- the page (AppTest)
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
