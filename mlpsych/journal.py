@@ -4,7 +4,8 @@ Writing a workbook took seconds at a big study's size (30 s with openpyxl writin
 review rewrites the answers sheet alone: :mod:`mlpsych.app.workbook`), and the review wrote it on every mark. Each
 change (cells of one row of the ``answers`` sheet) is now appended to
 ``<stem>-changes.jsonl`` beside the workbook and forced to disk, and the review writes the workbook when the coder
-leaves a paper or downloads it (:meth:`mlpsych.app.review.ReviewSheet.save`), after which the file is removed.
+leaves a paper or downloads it (:meth:`mlpsych.app.review.ReviewSheet.save`), or half a minute after the last
+change, after which the file is removed.
 Until then the workbook and this file are the coded sheet together: the review reopens with the changes, and
 ``read_sheet`` (``mlpsych agree``, ``adapt``, ``calibrate``, ``eval``, a rerun's check for coding) applies them, so
 every reader of a coded sheet sees the same marks.

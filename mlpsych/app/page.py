@@ -485,7 +485,7 @@ def review_section() -> None:
     st.caption("Mark each answer correct or wrong, correct it, or add what the tool missed; the least-sure answers "
                "come first and every change is kept at once, and written into the spreadsheet (its coder columns, "
                "which `mlpsych agree`, `mlpsych adapt` and `mlpsych calibrate` read) when you move to another "
-               "paper or download it.")
+               "paper, download it, or half a minute after your last change.")
     outcome = state.get("outcome")
     downloads = state.get("downloads") or {}
     if outcome is not None and outcome.result is not None and ".xlsx" in downloads:
@@ -539,13 +539,17 @@ def review_pane(sheet) -> None:
     if paper is not None:
         st.caption(f"{counts[paper][0]} of {counts[paper][1]} answers of {results.literal(paper)} coded; each change "
                    f"is kept at once beside {results.literal(sheet.path)} and written into it when you move to "
-                   "another paper or download it. Least-sure answers first.")
+                   "another paper, download it, or half a minute after your last change. Least-sure answers "
+                   "first.")
     if sheet.notice:
         st.warning(results.plain(sheet.notice))
     if state.get("review_flash"):
         st.warning(state.pop("review_flash"))
     if state.get("review_error"):  # a change that could not be saved in the file
         st.error(results.plain(state.pop("review_error")))
+    if sheet.idle_error:  # the write a while after the last change failed (nobody was waiting for it)
+        st.error(results.plain(sheet.idle_error))
+        sheet.idle_error = ""
 
     def marked(row: int) -> None:
         saved(lambda: sheet.mark(row, MARK_CHOICES[state[f"mark:{rid}:{row}"]]))

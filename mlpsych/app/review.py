@@ -3,7 +3,8 @@
 Only the ``answers`` sheet is read, and written back row by row (:mod:`mlpsych.app.workbook`; openpyxl reading and
 writing all six sheets took minutes at 1,000 papers). Each change is kept at once (autosave): appended to a small
 file beside the workbook and forced to disk (:mod:`mlpsych.journal`), and written into the workbook (beside it and
-renamed, so a crash never leaves half a file) when the coder leaves a paper or downloads the coded sheet; until then
+renamed, so a crash never leaves half a file) when the coder leaves a paper or downloads the coded sheet, and half
+a minute after the last change (:mod:`mlpsych.app.idle_write`: a tab closed on a paper left it out); until then
 every reader of the sheet applies the kept changes too. Marks go into the coder
 columns of the ``answers`` sheet (``correct``, ``corrected_answer``, ``notes``; a second coder's into
 ``correct_<name>``, ``corrected_answer_<name>``, ``notes_<name>``, which ``mlpsych agree`` compares with the
@@ -15,13 +16,16 @@ reopens where the coding stopped; ``mlpsych adapt --coded`` and ``mlpsych calibr
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mlpsych.app import workbook
+from mlpsych.app.idle_write import IDLE_WRITE_S, IdleWrite
 from mlpsych.coding.coded import CODER_STAGE, locate
 from mlpsych.documents import Document
 from mlpsych.errors import AppInputError, UserError
@@ -33,6 +37,7 @@ from mlpsych.marks import row_stage
 
 SHEET = "answers"
 MARKS = {True: "yes", False: "no", None: None}
+T = TypeVar("T")
 _CODER_NAME = re.compile(r"^[A-Za-z0-9_]*$")
 
 
@@ -69,10 +74,27 @@ def coder_columns(coder: str = "") -> tuple[str, str, str]:
     return f"correct{suffix}", f"corrected_answer{suffix}", f"notes{suffix}"
 
 
-class ReviewSheet:
-    """A results workbook opened for coding, with the papers' texts (needed to place added answers)."""
+def serial(method: Callable[..., T]) -> Callable[..., T]:
+    """A method of the sheet run alone: the page's thread and the idle write's timer thread share the sheet."""
 
-    def __init__(self, path: str | Path, documents: dict[str, Document], coder: str = "") -> None:
+    @functools.wraps(method)
+    def alone(self: ReviewSheet, *args: Any, **kwargs: Any) -> T:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return alone
+
+
+class ReviewSheet:
+    """A results workbook opened for coding, with the papers' texts (needed to place added answers). The workbook
+    is written when the coder leaves a paper or downloads it (:meth:`save`), and ``idle_write`` seconds after the
+    last change (:mod:`mlpsych.app.idle_write`; None: not then)."""
+
+    def __init__(self, path: str | Path, documents: dict[str, Document], coder: str = "",
+                 idle_write: float | None = IDLE_WRITE_S) -> None:
+        self._lock = threading.RLock()
+        self._idle = IdleWrite(self._write_when_idle, idle_write)
+        self.idle_error = ""  # why the last idle write failed, for the page to say
         self.path = Path(path)
         self.documents = documents
         self.columns = coder_columns(coder)
@@ -213,10 +235,12 @@ class ReviewSheet:
         values[column - 1] = value
         self._changed.setdefault(row, {})[column] = value
 
+    @serial
     def papers(self) -> list[str]:
         """Papers in sheet order."""
         return list(self._rows)
 
+    @serial
     def questions(self) -> dict[str, str]:
         """Question id -> question text, as the sheet has them (a follow-up's own sub-question aside)."""
         if self._questions is not None:
@@ -231,6 +255,7 @@ class ReviewSheet:
         self._questions = out
         return dict(out)
 
+    @serial
     def entities(self, paper_id: str, question_id: str | None = None) -> list[str]:
         """The bridge entities (e.g. q1's techniques) that the paper's follow-up rows ask about, in sheet order;
         ``question_id``: of that follow-up only. Empty for a question that is not a follow-up."""
@@ -241,6 +266,7 @@ class ReviewSheet:
                 out.setdefault(entity)
         return list(out)
 
+    @serial
     def items(self, paper_id: str) -> list[ReviewItem]:
         """The paper's answers, least sure first (no confidence: last), then in sheet order."""
         from mlpsych.marks import parse_code
@@ -268,6 +294,7 @@ class ReviewSheet:
         coder's added answer; nothing where the sheet has no stage column)."""
         return row_stage({"stage": self._get(row, "stage")} if "stage" in self._index else {})
 
+    @serial
     def coded_count(self, paper_id: str) -> tuple[int, int]:
         """(answers coded, answers) of a paper, the coder's added answers not counted."""
         if paper_id not in self._counts:
@@ -275,14 +302,17 @@ class ReviewSheet:
             self._counts[paper_id] = sum(i.coded for i in items), len(items)
         return self._counts[paper_id]
 
+    @serial
     def coded_counts(self) -> dict[str, tuple[int, int]]:
         """:meth:`coded_count` of every paper, in sheet order: what the paper menu shows on every redraw."""
         return {paper: self.coded_count(paper) for paper in self._rows}
 
     # -- changes (each kept at once) -------------------------------------------------------------------------
+    @serial
     def mark(self, row: int, correct: bool | None) -> None:
         self._change(row, {self.columns[0]: MARKS[correct]})
 
+    @serial
     def correct_to(self, row: int, text: str) -> bool:
         """Write a corrected answer; True when its text is in the paper (``mlpsych adapt`` skips one that is not)."""
         text = text.strip()
@@ -290,9 +320,11 @@ class ReviewSheet:
         doc = self.documents.get(str(self._get(row, "paper_id") or ""))
         return not text or doc is None or locate(text, doc.text) is not None
 
+    @serial
     def note(self, row: int, text: str) -> None:
         self._change(row, {self.columns[2]: text.strip() or None})
 
+    @serial
     def add(self, paper_id: str, question_id: str, text: str, bridge_entity: str | None = None) -> int:
         """A missed answer as a new row (stage ``coder``, marked correct), placed where its text is in the paper;
         text the paper does not contain is refused. An answer to a follow-up (q4) is about ``bridge_entity``, or,
@@ -335,18 +367,29 @@ class ReviewSheet:
         except OSError as error:
             self.unsaved = True
             raise self._not_saved(error) from None
+        self._idle.touch()
+
+    @serial
+    def _write_when_idle(self) -> None:
+        """:meth:`save`, a while after the last change; a failure kept for the page to say (no one waits here)."""
+        try:
+            self.save()
+        except AppInputError as error:
+            self.idle_error = str(error)
 
     @property
     def pending(self) -> bool:
         """Whether the workbook file lacks changes made here (kept beside it, or not kept at all)."""
         return self.unsaved or self.journal.path.exists()
 
+    @serial
     def save(self) -> None:
         """Write the coding into the workbook (beside it, then renamed) and remove the changes kept beside it;
         nothing to do when the file has it all. Changes another session kept beside it meanwhile are applied
         first, so none is written over. A file that cannot be written (open in Excel on Windows, its folder gone)
         is said in one message; the coding stays here and goes out with the next save or the download
         (:meth:`workbook_bytes`)."""
+        self._idle.cancel()
         if not self.pending:
             return
         try:
@@ -377,6 +420,7 @@ class ReviewSheet:
             "gone?). The coding stays on this page and is saved with your next change once the file can be "
             "written; 'Download the coded spreadsheet' holds all of it.")
 
+    @serial
     def workbook_bytes(self) -> bytes:
         """The coded workbook for a download: written first (:meth:`save`), then the file; the coding held here
         when the file cannot be written."""

@@ -195,17 +195,80 @@ def test_an_added_follow_up_answer_is_about_the_entity_chosen_or_mentioned_neare
 # ------------------------------------------------------------- each change kept at once, the workbook written later
 
 
-def _crash(path: Path, code: str) -> None:
+def _crash(path: Path, code: str, killed: bool = True) -> None:
     """``code`` run on a review of ``path`` in another Python, which then dies without any clean-up (a crash, a
-    killed app): what it left on disk is all there is."""
+    killed app): what it left on disk is all there is. ``killed`` False: it ends as a stopped app's Python does."""
     import subprocess
     import sys
 
     script = ("import os\nfrom mlpsych.app.review import ReviewSheet\nfrom mlpsych.documents import Document\n"
               f"review = ReviewSheet({str(path)!r}, {{'A': Document('A', {TEXT!r}, pages=[(0, {len(TEXT)})])}})\n"
-              "items = {i.answer: i.row for i in review.items('A')}\n" + code + "\nos._exit(9)\n")
+              "items = {i.answer: i.row for i in review.items('A')}\n" + code
+              + ("\nos._exit(9)\n" if killed else "\n"))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 9, done.stderr
+    assert done.returncode == (9 if killed else 0), done.stderr
+
+
+def _written_cells(path: Path) -> dict[str, tuple]:
+    """The workbook file's own coder cells per answer (read without the changes kept beside it)."""
+    from openpyxl import load_workbook
+
+    rows = load_workbook(path, read_only=True)["answers"].iter_rows(values_only=True)
+    header = list(next(rows))
+    at = {name: header.index(name) for name in ("answer", "correct", "corrected_answer")}
+    return {row[at["answer"]]: (row[at["correct"]], row[at["corrected_answer"]]) for row in rows}
+
+
+def _until(done, seconds: float = 30.0) -> bool:
+    """Whether ``done()`` comes true within ``seconds`` (a timer thread's work)."""
+    import time
+
+    end = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_the_workbook_takes_the_coding_a_while_after_the_last_change_without_leaving_the_paper(sheet_path: Path,
+                                                                                              documents):
+    """A coder who closed the tab on a paper (or mailed the workbook) left its coding out of the workbook: only
+    moving to another paper wrote it. It is written once the coding has rested, each change starting the wait
+    again, and the changes file is gone."""
+    from mlpsych.journal import journal_path
+
+    review = ReviewSheet(sheet_path, documents, idle_write=0.5)
+    rows = {i.answer: i.row for i in review.items("A")}
+    review.mark(rows["students"], False)
+    review.correct_to(rows["caret"], "the caret package")
+    assert journal_path(sheet_path).is_file() and _written_cells(sheet_path)["students"] == (None, None)
+    assert _until(lambda: not journal_path(sheet_path).exists())
+    assert _written_cells(sheet_path) == {"random forests": (None, None), "students": ("no", None),
+                                          "caret": (None, "the caret package")}
+    assert not review.pending and review.idle_error == ""
+
+
+def test_a_write_after_the_last_change_that_fails_is_said_on_the_page(sheet_path: Path, documents):
+    """The workbook's file unwritable when no one waits for the write (here a folder in its place): the failure is
+    kept for the page to say, and the coding stays on the page and beside the workbook for the next save."""
+    from mlpsych.journal import journal_path
+
+    review = ReviewSheet(sheet_path, documents, idle_write=2.0)
+    review.mark(review.items("A")[0].row, True)  # kept beside the workbook; then the file cannot be written
+    sheet_path.unlink()
+    sheet_path.mkdir()
+    assert _until(lambda: review.idle_error != "")
+    assert review.idle_error.startswith(f"Not saved in {sheet_path}") and review.unsaved
+    assert journal_path(sheet_path).is_file()
+
+
+def test_coding_still_due_is_written_when_the_app_stops(sheet_path: Path):
+    """An app stopped (Ctrl-C) before the write was due: its Python writes the workbook as it exits."""
+    from mlpsych.journal import journal_path
+
+    _crash(sheet_path, "review.mark(items['students'], False)", killed=False)
+    assert _written_cells(sheet_path)["students"] == ("no", None) and not journal_path(sheet_path).exists()
 
 
 def test_a_mark_writes_no_workbook_and_survives_a_crash_for_the_review_and_agree(sheet_path: Path, documents):
