@@ -12,9 +12,8 @@ coded, about the coding's answers instead (:class:`CodedBridges`): the coder's l
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from mlpsych.answers import Answer, AnswerStage
 from mlpsych.questions import QuestionTemplate
@@ -37,13 +36,6 @@ class CodedBridges:
         keep = set(papers)
         return CodedBridges({q: {p: e for p, e in by_paper.items() if p in keep}
                              for q, by_paper in self.entities.items()})
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, text: str) -> CodedBridges:
-        return cls(**json.loads(text))
 
 
 def bridge_entities(answers: list[Answer], cap: int, case: str = "casefold",

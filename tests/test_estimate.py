@@ -6,7 +6,7 @@ import pytest
 
 from mlpsych.cache import ResultCache
 from mlpsych.estimate import ProgressTracker, describe_stage, format_seconds, short_model
-from mlpsych.pipeline import Pipeline
+from mlpsych.pipeline import Pipeline, Settled
 from mlpsych.progress import ProgressEvent
 from mlpsych.questions import load_question_set, parse_question_set
 from mlpsych.settings import LLMSettings, RunSettings
@@ -29,6 +29,19 @@ def test_the_pipeline_plans_every_stage_with_its_llm(tmp_path):
                       ("normalize", ("q1", "q2"), "L", 3, "batch", True),  # 40 answer lists in batches of 16
                       ("read", ("q4",), "m1", 0, "sub-question", False)]  # counted once q1 is answered
     assert [e.stage for e in plan(False, 2, tmp_path)] == ["read", "read", "read"]
+
+
+def test_the_plan_leaves_out_the_pairs_a_kept_coding_settles(tmp_path):
+    """``run --keep-coding`` asks no coded (paper, question) pair: its plan (the progress line's totals) counted every
+    paper for every question, so a rerun after a question was added looked as long as the first run. A paper counts
+    for a reader while it asks that reader any question; a question's answer lists, where it is asked."""
+    pipeline = Pipeline(QS, RunSettings(llm=LLMSettings(enabled=True)), ResultCache(tmp_path), progress=False)
+    settled = Settled({"A": ["q1", "q2"], "B": ["q1"]})  # A: every question of the first level coded; B: q1
+    stages = [(e.stage, e.questions, e.model, e.total, e.counted) for e in pipeline.plan(["A", "B", "C"], settled)]
+    assert stages == [("read", ("q1", "q2"), "m1", 2, True), ("read", ("q1",), "org/m2", 1, True),
+                      ("normalize", ("q1", "q2"), "L", 1, True),  # 3 answer lists: C's q1, B's and C's q2
+                      ("read", ("q4",), "m1", 0, False)]
+    assert pipeline.plan(["A", "B", "C"]) == pipeline.plan(3)  # nothing settled: every paper and question
 
 
 class Clock:

@@ -19,7 +19,7 @@ from mlpsych.settings import PRESETS, RunSettings, build_settings
 
 if TYPE_CHECKING:
     from mlpsych.coding.keep import KeptCoding
-    from mlpsych.pipeline import RunResult
+    from mlpsych.pipeline import RunResult, Settled
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,8 @@ def add_parser(subparsers) -> None:
                         "an answer a coder added), its rows as they are, coder columns and added rows included, "
                         "instead of this run's; a follow-up question (q4) asks about the coding's answers to the "
                         "question it follows where that is coded (the added and corrected ones, not those marked "
-                        "wrong); papers with every question of this run coded are not read again; "
+                        "wrong); a coded paper and question is not asked again (a question added to the file "
+                        "is read alone), a paper with every question of this run coded not read at all; "
                         "coding of papers or questions this run does not have stays in CODED only (the summary "
                         "says how much); --out must be another file (default: none, every answer this run's)")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
@@ -339,16 +340,17 @@ def run(args: argparse.Namespace) -> int:
     documents = ingest_from_args(args, args.papers)
     done = kept.papers_done([d.id for d in documents], [q.id for q in questions.questions]) if kept else set()
     to_read = [d for d in documents if d.id not in done]  # a paper coded for every question is not read again
-    # follow-ups of a paper whose bridge question is coded ask about the coding's answers, not the run's
-    bridges = kept.bridges(questions.questions, [d.id for d in to_read]) if kept else None
+    # the coded pairs of the others are not asked; follow-ups of a paper whose bridge question is coded ask about
+    # the coding's answers, not the run's
+    settled = kept.settles(questions.questions, [d.id for d in to_read]) if kept else None
     line = None if args.no_progress or args.engine != "local" else progress_line(questions, settings, to_read,
-                                                                                  args.cache)
+                                                                                  args.cache, settled)
     try:
         engine = get_engine(args.engine, address=args.address, workers=args.workers,
                             on_progress=line.update if line else None)
         with line or nullcontext():  # one overall line instead of the pipeline's bar per stage
             result = engine.run(questions, settings, to_read, args.cache,
-                                progress=not args.no_progress and line is None, bridges=bridges)
+                                progress=not args.no_progress and line is None, settled=settled)
     except ModelLoadError as error:
         raise UserError(f"{error} (finished work is kept in the cache)") from None
     except EngineError as error:
@@ -364,8 +366,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def progress_line(questions: QuestionSet, settings: RunSettings, documents: list, cache_dir: Path | None):
-    """The run's overall progress line, sized by the pipeline's own plan for the papers that have text."""
+def progress_line(questions: QuestionSet, settings: RunSettings, documents: list, cache_dir: Path | None,
+                  settled: Settled | None = None):
+    """The run's overall progress line, sized by the pipeline's own plan for the papers that have text, less the
+    (paper, question) pairs a kept coding settles (not asked)."""
     from mlpsych.cache import ResultCache
     from mlpsych.cli.progress_line import ProgressLine
     from mlpsych.estimate import ProgressTracker
@@ -373,7 +377,8 @@ def progress_line(questions: QuestionSet, settings: RunSettings, documents: list
 
     cache = ResultCache(cache_dir)
     try:
-        plan = Pipeline(questions, settings, cache, progress=False).plan(sum(d.readable for d in documents))
+        plan = Pipeline(questions, settings, cache, progress=False).plan([d.id for d in documents if d.readable],
+                                                                          settled)
     finally:
         cache.close()
     return ProgressLine(ProgressTracker(plan))

@@ -8,8 +8,10 @@ For each (paper, question) a coder touched in CODED (:func:`coded_columns`: a ce
 or a row a coder added), CODED's rows of that paper and question, every one of them, stand in the new sheet instead
 of the run's: as the run's own answer records (:class:`~mlpsych.answers.Answer` with their coder cells), so the
 papers sheet and the frequencies count them as any answer and the coder columns are written back as they were.
-Everything else is the run's. A paper whose every question of the run is coded is not read at all; coding of papers
-or questions the run does not have stays in CODED only (a note says how much).
+Everything else is the run's. The run does not ask a coded pair at all (:meth:`KeptCoding.settles`: no read, cascade
+read or LLM normalization of it), so a question added to a coded study's file reads that question alone, and a paper
+whose every question of the run is coded is not read at all; coding of papers or questions the run does not have
+stays in CODED only (a note says how much).
 
 A follow-up question (q4, "What was X used for?") of a paper whose bridge question (q1) is coded, the follow-up
 itself not, asks about the coding's answers to q1 (:meth:`KeptCoding.bridges`: :func:`~mlpsych.marks.coded_answer`
@@ -29,7 +31,7 @@ from mlpsych.documents import Document
 from mlpsych.errors import EvalInputError
 from mlpsych.marks import coded_answer, is_final, row_stage, warn_unreadable
 from mlpsych.multihop import CodedBridges
-from mlpsych.pipeline import RunResult
+from mlpsych.pipeline import RunResult, Settled
 from mlpsych.questions import QuestionTemplate
 
 FLAG = "--keep-coding"
@@ -68,6 +70,18 @@ class KeptCoding:
         """The papers every one of ``questions`` is coded for: nothing of them is left for the run to read."""
         asked = list(questions)
         return {p for p in papers if all((p, q) in self.pairs for q in asked)}
+
+    def settles(self, questions: list[QuestionTemplate], papers: Iterable[str]) -> Settled:
+        """What the coding settles in a run asking ``questions`` of ``papers``: the pairs coded, whose rows stand
+        in the new sheet whatever the run answers (so it does not ask them), and the follow-ups asked about the
+        coding's answers (:meth:`bridges`)."""
+        ids = set(papers)
+        asked = {q.id for q in questions}
+        pairs: dict[str, list[str]] = {}
+        for paper, question in sorted(self.pairs):
+            if paper in ids and question in asked:
+                pairs.setdefault(paper, []).append(question)
+        return Settled(pairs, self.bridges(questions, sorted(ids)))
 
     def bridges(self, questions: Iterable[QuestionTemplate], papers: Iterable[str]) -> CodedBridges:
         """For each follow-up of ``questions`` and each of ``papers`` whose bridge question is coded, the follow-up
@@ -175,7 +189,8 @@ def _kept_sentence(kept: KeptCoding, pairs: set[tuple[str, str]], done: set[str]
     rows = sum((a.doc_id, a.question_id) in pairs for a in kept.answers)
     papers = {p for p, _ in pairs}
     sentence = (f"coding kept from {kept.source}: {rows} answers of {len(pairs)} coded (paper, question) pairs in "
-                f"{_count(papers, 'paper')}; {_count(done, 'paper')} with every question coded not read again")
+                f"{_count(papers, 'paper')}, none asked again; {_count(done, 'paper')} with every question coded not "
+                "read again")
     if bridged:
         sentence += f"; {bridged} follow-up {'entity' if bridged == 1 else 'entities'} asked about from the coding"
     return sentence

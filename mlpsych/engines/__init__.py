@@ -13,8 +13,7 @@ from mlpsych.errors import EngineError
 
 if TYPE_CHECKING:
     from mlpsych.documents import Document
-    from mlpsych.multihop import CodedBridges
-    from mlpsych.pipeline import RunResult
+    from mlpsych.pipeline import RunResult, Settled
     from mlpsych.progress import ProgressCallback
     from mlpsych.questions import QuestionSet
     from mlpsych.settings import RunSettings
@@ -25,7 +24,8 @@ ENGINES = ("local", "ray")
 
 class Engine(Protocol):
     """Answers every question for every paper; results go to (and come from) the cache in ``cache_dir``;
-    ``bridges``: follow-ups bridged from a coder's answers in some papers (``run --keep-coding``)."""
+    ``settled``: what a coder's coding kept by the run settles (``run --keep-coding``): the (paper, question) pairs
+    not asked, the follow-ups bridged from a coder's answers in some papers."""
 
     name: str
 
@@ -36,7 +36,7 @@ class Engine(Protocol):
         documents: list[Document],
         cache_dir: Path | str | None = None,
         progress: bool = True,
-        bridges: CodedBridges | None = None,
+        settled: Settled | None = None,
     ) -> RunResult: ...
 
 

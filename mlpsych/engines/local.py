@@ -6,8 +6,7 @@ from pathlib import Path
 
 from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
-from mlpsych.multihop import CodedBridges
-from mlpsych.pipeline import Pipeline, RunResult
+from mlpsych.pipeline import Pipeline, RunResult, Settled
 from mlpsych.progress import ProgressCallback
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import RunSettings
@@ -28,12 +27,12 @@ class LocalEngine:
         documents: list[Document],
         cache_dir: Path | str | None = None,
         progress: bool = True,
-        bridges: CodedBridges | None = None,
+        settled: Settled | None = None,
     ) -> RunResult:
         cache = ResultCache(cache_dir)
         try:
             pipeline = Pipeline(questions, settings, cache, progress=progress, on_progress=self.on_progress)
-            result = pipeline.run(documents, bridges)
+            result = pipeline.run(documents, settled)
         finally:
             cache.close()
         result.info.engine = self.name

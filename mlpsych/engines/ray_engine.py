@@ -38,8 +38,8 @@ from mlpsych.documents import Document
 from mlpsych.engines import EngineError
 from mlpsych.errors import CacheError
 from mlpsych.models import ModelLoadError
-from mlpsych.multihop import CodedBridges
-from mlpsych.pipeline import RunInfo, RunResult
+from mlpsych.pipeline import RunInfo, RunResult, Settled
+from mlpsych.pipeline.core import reader_gflops
 from mlpsych.pipeline.checkpoints import STAGE as CHECKPOINT_STAGE
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import RunSettings
@@ -140,21 +140,23 @@ class Worker:
     def pid(self) -> int:
         return os.getpid()
 
-    def run_chunk(self, documents_json: str, bridges_json: str | None = None) -> str:
-        """Answer every question for these papers (their follow-ups bridged from coding where ``bridges_json``
-        says); the reply (JSON) holds answers, problems and counts."""
+    def run_chunk(self, documents_json: str, settled_json: str | None = None) -> str:
+        """Answer every question for these papers (but what a kept coding settles, as ``settled_json`` says: pairs
+        not asked, follow-ups bridged from the coding); the reply (JSON) holds answers, problems and counts."""
         documents = [Document.from_dict(d) for d in json.loads(documents_json)]
-        bridges = CodedBridges.from_json(bridges_json) if bridges_json else None
+        settled = Settled.from_json(settled_json) if settled_json else None
         before, loads_before = self._counters(), len(self.pipeline.model_loads)
+        tokens_before = dict(self.pipeline.tokens_read)
         self.cache.take()
         reply = ChunkReply(pid=os.getpid(), shared_cache=self.shared)
         try:
-            result = self.pipeline.run(documents, bridges)
+            result = self.pipeline.run(documents, settled)
         except (ModelLoadError, CacheError) as error:  # stops the run, as locally; finished work is in the cache
             return replace(reply, fatal=str(error), fatal_cache=isinstance(error, CacheError),
                            cache_entries=self._entries()).to_json()
+        tokens = {m: t - tokens_before.get(m, 0) for m, t in self.pipeline.tokens_read.items()}
         info = replace(result.info, **{k: v - before[k] for k, v in self._counters().items()},
-                       models_loaded=self.pipeline.model_loads[loads_before:])
+                       models_loaded=self.pipeline.model_loads[loads_before:], tokens_read=tokens)
         return replace(reply, answers=result.answers, errors=result.errors, llm_outputs=result.llm_outputs,
                        info=info, cache_entries=self._entries()).to_json()
 
@@ -329,7 +331,7 @@ class RayEngine:
         documents: list[Document],
         cache_dir: Path | str | None = None,
         progress: bool = True,
-        bridges: CodedBridges | None = None,
+        settled: Settled | None = None,
     ) -> RunResult:
         ray = _import_ray()
         if not documents:  # every paper coded (run --keep-coding): no cluster to join, no worker to start
@@ -344,7 +346,7 @@ class RayEngine:
             actors = self._start_workers(ray, questions, settings, cache.directory,
                                          None if self.shared_cache is False else probe.name)
             chunks = [documents[i : i + self.chunk_size] for i in range(0, len(documents), self.chunk_size)]
-            replies = self._dispatch(ray, actors, chunks, cache, progress, bridges or CodedBridges())
+            replies = self._dispatch(ray, actors, chunks, cache, progress, settled or Settled())
             result = self._gather(questions, documents, chunks, replies)
             if all(reply.failed is not None for reply in replies.values()):  # the facts come with answered chunks
                 result.info = replace(self._facts_here(questions, settings, cache_dir), warnings=result.info.warnings)
@@ -378,13 +380,13 @@ class RayEngine:
         return LocalEngine().run(questions, settings, [], cache_dir, progress=False).info
 
     def _dispatch(self, ray, actors: list, chunks: list[list[Document]], cache: ResultCache, progress: bool,
-                  bridges: CodedBridges) -> dict[int, ChunkReply]:
-        """Send chunks to the least busy live worker, a few in flight each (with the coded bridges of their
-        papers); collect replies by chunk index."""
+                  settled: Settled) -> dict[int, ChunkReply]:
+        """Send chunks to the least busy live worker, a few in flight each (with what the kept coding settles of
+        their papers); collect replies by chunk index."""
         from ray.exceptions import RayActorError, RayTaskError
 
         payloads = [json.dumps([d.to_dict() for d in chunk], ensure_ascii=False, default=str) for chunk in chunks]
-        coded = [bridges.only(d.id for d in chunk).to_json() for chunk in chunks]
+        coded = [settled.only(d.id for d in chunk).to_json() for chunk in chunks]
         queue = deque(range(len(chunks)))
         load = [0] * len(actors)
         alive = [True] * len(actors)
@@ -460,4 +462,5 @@ class RayEngine:
             result.llm_outputs.extend(reply.llm_outputs)
             infos.append(reply.info)
         result.info = RunInfo.gathered(infos)
+        result.info.reader_gflops = reader_gflops(result.info.tokens_read)
         return result

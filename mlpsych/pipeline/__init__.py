@@ -3,6 +3,7 @@ level by level, with caching and progress (see :mod:`mlpsych.pipeline.core` and 
 
 from mlpsych.pipeline.core import Pipeline, Stage, question_levels
 from mlpsych.pipeline.read import READER_VERSION
+from mlpsych.pipeline.records import Settled
 from mlpsych.pipeline.result import RunInfo, RunResult, isolated
 
-__all__ = ["READER_VERSION", "Pipeline", "RunInfo", "RunResult", "Stage", "isolated", "question_levels"]
+__all__ = ["READER_VERSION", "Pipeline", "RunInfo", "RunResult", "Settled", "Stage", "isolated", "question_levels"]

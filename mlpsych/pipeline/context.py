@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mlpsych.cache import ResultCache
-from mlpsych.multihop import CodedBridges
-from mlpsych.pipeline.records import Level, LevelSize
+from mlpsych.pipeline.records import Level, LevelSize, Settled
 from mlpsych.pipeline.result import RunResult
 from mlpsych.progress import ProgressCallback, ProgressEvent
 from mlpsych.settings import RunSettings
@@ -121,7 +120,7 @@ class StageContext:
     progress: bool = True  # tqdm bars
     on_progress: ProgressCallback | None = None
     levels: list[Level] = field(default_factory=list)  # the run's levels so far: a follow-up finds its bridge's units
-    bridges: CodedBridges = field(default_factory=CodedBridges)  # follow-ups' entities from coding (--keep-coding)
+    settled: Settled = field(default_factory=Settled)  # what a kept coding settles (run --keep-coding)
 
     def report(self, event: ProgressEvent) -> None:
         if self.on_progress:

@@ -12,20 +12,20 @@ from __future__ import annotations
 import logging
 import platform
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 from mlpsych.cache import ResultCache, model_fingerprint
 from mlpsych.documents import Document
 from mlpsych.errors import ModelLoadError
 from mlpsych.models import dtype_name, is_random_weights
-from mlpsych.multihop import CodedBridges
 from mlpsych.pipeline.confidence import ConfidenceStage
 from mlpsych.pipeline.context import ModelPool, RunCounters, Stage, StageContext
 from mlpsych.pipeline.follow_up import FollowUpStage
 from mlpsych.pipeline.merge import MergeStage
 from mlpsych.pipeline.normalize import NormalizeStage
 from mlpsych.pipeline.read import ReadStage, SelectStage
-from mlpsych.pipeline.records import Level, LevelSize, is_follow_up
+from mlpsych.pipeline.records import Level, LevelSize, Settled, is_follow_up
 from mlpsych.pipeline.result import RunInfo, RunResult, isolated
 from mlpsych.progress import ProgressCallback, ProgressEvent
 from mlpsych.provenance import version
@@ -52,6 +52,19 @@ class SizingStage:
         for stage in ctx.stages:
             for event in stage.plan(size):
                 ctx.report(replace(event, sizing=True))
+
+
+def reader_gflops(tokens_read: dict[str, int]) -> dict[str, float | None]:
+    """GFLOPs of each model's reading for the run sheet; None where its architecture cannot be told (a Hub model
+    whose config is not on this machine, all its reads cached): the run's results never wait on it."""
+    gflops: dict[str, float | None] = {}
+    for model, tokens in tokens_read.items():
+        try:
+            gflops[model] = round(flops(model, tokens) / 1e9, 1)
+        except Exception as error:  # noqa: BLE001 - a figure for the run sheet, not worth failing a run for
+            log.debug("no FLOPs for %s: %s", model, error)
+            gflops[model] = None
+    return gflops
 
 
 def question_levels(questions: QuestionSet) -> list[list[QuestionTemplate]]:
@@ -110,25 +123,30 @@ class Pipeline:
     def llm_generated(self) -> int:
         return self.counters.llm_generated
 
-    def plan(self, n_papers: int) -> list[ProgressEvent]:
-        """The stages a run over ``n_papers`` readable papers reports, in order, with their units to do (done 0).
+    def plan(self, papers: int | Sequence[str], settled: Settled | None = None) -> list[ProgressEvent]:
+        """The stages a run over ``papers`` (readable ones: their ids, or how many) reports, in order, with their
+        units to do (done 0); ``settled``: the (paper, question) pairs a kept coding settles, not counted (the run
+        does not ask them).
 
         A front end sizes its estimate from this before the first event, and learns every model of the run (the
         LLM included) without knowing the defaults. A follow-up level's sub-questions exist only once the level
         before it is answered: its entries are not ``counted`` until the run reports them (``SizingStage``).
         """
+        ids = [str(i) for i in range(papers)] if isinstance(papers, int) else list(papers)
+        settled = settled or Settled()
         stages = self.stages()
         return [event for level in question_levels(self.questions) for stage in stages
-                for event in stage.plan(LevelSize.planned(level, n_papers))]
+                for event in stage.plan(LevelSize.planned(level, settled.asked(ids, [q.id for q in level])))]
 
-    def run(self, documents: list[Document], bridges: CodedBridges | None = None) -> RunResult:
-        """Every question for every paper; ``bridges``: follow-ups whose entities come from a coder's coding of
-        their bridge question in some papers (``run --keep-coding``), not from this run's answers to it."""
+    def run(self, documents: list[Document], settled: Settled | None = None) -> RunResult:
+        """Every question for every paper; ``settled``: what a coder's coding kept by the run settles (``run
+        --keep-coding``): the (paper, question) pairs not asked, the follow-ups whose entities come from the coding
+        of their bridge question in some papers, not from this run's answers to it."""
         started = time.time()
         result = RunResult(documents=documents, questions=self.questions)
         stages = self.stages()
         ctx = StageContext(self.settings, self.cache, result, self.counters, self.models, stages, self.progress,
-                           self.on_progress, bridges=bridges or CodedBridges())
+                           self.on_progress, settled=settled or Settled())
         docs = []
         for doc in documents:
             if not doc.ok:
@@ -151,16 +169,6 @@ class Pipeline:
     def release(self) -> None:
         """Free every model kept loaded with ``keep_loaded``."""
         self.models.release()
-
-    @staticmethod
-    def _gflops(model: str, tokens: int) -> float | None:
-        """GFLOPs of a model's reading for the run sheet; None where its architecture cannot be told (a Hub model
-        whose config is not on this machine, all its reads cached): the run's results never wait on it."""
-        try:
-            return round(flops(model, tokens) / 1e9, 1)
-        except Exception as error:  # noqa: BLE001 - a figure for the run sheet, not worth failing a run for
-            log.debug("no FLOPs for %s: %s", model, error)
-            return None
 
     def _adapted(self) -> list[str]:
         """The run sheet's line per reader written by ``mlpsych adapt``: what it was adapted on, for which questions
@@ -234,7 +242,7 @@ class Pipeline:
             cache_misses=self.cache.misses,
             windows_read=counters.windows_read,
             tokens_read=dict(counters.tokens_read),
-            reader_gflops={m: self._gflops(m, t) for m, t in counters.tokens_read.items()},
+            reader_gflops=reader_gflops(counters.tokens_read),
             models_loaded=list(counters.model_loads),
             llm_prompts_generated=counters.llm_generated,
             warnings=list(during.warnings),

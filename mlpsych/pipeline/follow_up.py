@@ -1,6 +1,7 @@
 """The follow-up stage: the units of a level, every question asked of every paper, and a bridged (multi-hop)
 question asked once per entity its bridge question found in that paper (or, where a coder coded the bridge question
-in that paper and the run keeps the coding, once per answer of the coding)."""
+in that paper and the run keeps the coding, once per answer of the coding). A (paper, question) pair the kept
+coding settles gets no unit: no later stage (read, merge, normalize, confidence) has anything of it to do."""
 
 from __future__ import annotations
 
@@ -39,11 +40,13 @@ class FollowUpStage:
         earlier = {(u.doc.id, u.question.id): u for done in ctx.levels if done is not level for u in done.units}
         for doc in level.docs:
             for q in level.questions:
+                if ctx.settled.covers(doc.id, q.id):  # its coded rows stand in the sheet: nothing to read
+                    continue
                 if not q.bridge_from:
                     level.units.append(Unit(doc, q, self.query(q, q.text)))
                     continue
                 with isolated(ctx.result, doc.id, f"multi-hop {q.id}"):
-                    coded = ctx.bridges.of(q.id, doc.id)
+                    coded = ctx.settled.bridges.of(q.id, doc.id)
                     if coded is None:
                         own = self.found(finals.get((doc.id, q.bridge_from), []))
                         units, dropped = self.sub_units(doc, q, own, self.cap(q))
@@ -53,7 +56,7 @@ class FollowUpStage:
                         ctx.result.info.coded_entities += len(found)
                     if dropped:
                         left_out.setdefault(q.id, {})[doc.id] = dropped
-                    source = earlier.get((doc.id, q.bridge_from))
+                    source = earlier.get((doc.id, q.bridge_from))  # none where the coding settled it: not read
                     if source is not None and self.settings.retrieval.cascade.bridge_windows == "source":
                         for unit in units:
                             unit.source = source_windows(unit, source.chosen)

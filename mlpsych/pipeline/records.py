@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
 
 from mlpsych import progress
 from mlpsych.answers import Answer, Span
 from mlpsych.documents import Document
+from mlpsych.multihop import CodedBridges
 from mlpsych.progress import ProgressEvent
 from mlpsych.questions import QuestionTemplate
 from mlpsych.reading.reader import Query
@@ -31,6 +34,38 @@ class Unit:
     def read_spans(self) -> dict[str, list[Span]]:
         """The spans read, in the question's model order (the order its answers and prompts follow)."""
         return {m: self.spans[m] for m in self.question.models if m in self.spans}
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What a coder's coding kept by the run (``run --keep-coding``) settles before anything is read: the (paper,
+    question) pairs whose coded rows stand in the sheet whatever the run answers, so no unit is made for them (not
+    read, cascade-read nor normalized: a question added to a coded study's file reads that question alone), and the
+    follow-ups whose entities come from the coding of their bridge question (``bridges``)."""
+
+    pairs: dict[str, list[str]] = field(default_factory=dict)  # paper id -> its question ids coded
+    bridges: CodedBridges = field(default_factory=CodedBridges)
+
+    def covers(self, paper: str, question: str) -> bool:
+        """The coding settles ``question`` in ``paper``: the run does not ask it there."""
+        return question in self.pairs.get(paper, ())
+
+    def asked(self, papers: Iterable[str], questions: Sequence[str]) -> list[frozenset[str]]:
+        """Per paper, the ones of ``questions`` the run asks there."""
+        return [frozenset(q for q in questions if not self.covers(p, q)) for p in papers]
+
+    def only(self, papers: Iterable[str]) -> Settled:
+        """Those of these papers alone (a Ray chunk's share)."""
+        keep = set(papers)
+        return Settled({p: qs for p, qs in self.pairs.items() if p in keep}, self.bridges.only(keep))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Settled:
+        data = json.loads(text)
+        return cls(data["pairs"], CodedBridges(**data["bridges"]))
 
 
 @dataclass
@@ -61,32 +96,39 @@ class Level:
 
 @dataclass(frozen=True)
 class LevelSize:
-    """What a level's stages plan their progress on: a first level's work is one unit per paper; a follow-up
-    level's is its sub-questions, which exist only once the level before it is answered (``units`` None until
-    then: its stages are reported not ``counted``)."""
+    """What a level's stages plan their progress on: a first level's work is one unit per paper and question it
+    asks there (all of them, but those a kept coding settles); a follow-up level's is its sub-questions, which exist
+    only once the level before it is answered (``units`` None until then: its stages are reported not
+    ``counted``)."""
 
     questions: list[QuestionTemplate]
-    n_papers: int
+    asked: list[frozenset[str]]  # per readable paper, the level's question ids asked in it
     units: dict[str, int] | None  # question id -> units (answer lists) to do
 
     @classmethod
-    def planned(cls, questions: list[QuestionTemplate], n_papers: int) -> LevelSize:
+    def planned(cls, questions: list[QuestionTemplate], asked: list[frozenset[str]]) -> LevelSize:
         """A level as planned before the run: a follow-up level's sub-questions are not known yet."""
-        return cls(questions, n_papers, None if is_follow_up(questions) else {q.id: n_papers for q in questions})
+        units = None if is_follow_up(questions) else {q.id: sum(q.id in a for a in asked) for q in questions}
+        return cls(questions, asked, units)
 
     @classmethod
     def counted(cls, level: Level) -> LevelSize:
         """A level whose units exist (after the follow-up stage)."""
         per_question = {q.id: 0 for q in level.questions}
+        per_paper: dict[str, set[str]] = {}
         for unit in level.units:
             per_question[unit.question.id] += 1
-        return cls(level.questions, len(level.docs), per_question)
+            per_paper.setdefault(unit.doc.id, set()).add(unit.question.id)
+        return cls(level.questions, [frozenset(ids) for ids in per_paper.values()], per_question)
 
     def reads(self, ids: tuple[str, ...]) -> int:
-        """A reading stage's units for these questions: papers, or a follow-up level's sub-questions."""
+        """A reading stage's units for these questions: the papers asking any of them, or a follow-up level's
+        sub-questions."""
         if self.units is None:
             return 0
-        return sum(self.units[q] for q in ids) if is_follow_up(self.questions) else self.n_papers
+        if is_follow_up(self.questions):
+            return sum(self.units[q] for q in ids)
+        return sum(not asked.isdisjoint(ids) for asked in self.asked)
 
     def answer_lists(self, ids: tuple[str, ...]) -> int:
         """The answer lists of these questions (one per paper, or per sub-question, and question)."""

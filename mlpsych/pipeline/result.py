@@ -90,13 +90,19 @@ class RunInfo:
 
     @classmethod
     def gathered(cls, parts: list[RunInfo]) -> RunInfo:
-        """One run's facts from its chunks' (the Ray engine): counts summed, models loaded and warnings joined,
-        the other facts the first chunk's."""
+        """One run's facts from its chunks' (the Ray engine): counts summed (the tokens each reader read too),
+        models loaded and warnings joined, the other facts the first chunk's (``reader_gflops`` too: the engine
+        works them out again from the summed tokens)."""
         if not parts:
             return cls()
         data = asdict(parts[0])
         for key in cls.SUMMED:
             data[key] = sum(getattr(p, key) for p in parts)
+        tokens: dict[str, int] = {}
+        for part in parts:  # each reader's, over every chunk (a chunk whose papers ask it nothing has it not)
+            for model, read in part.tokens_read.items():
+                tokens[model] = tokens.get(model, 0) + read
+        data["tokens_read"] = tokens
         data["models_loaded"] = [m for p in parts for m in p.models_loaded]
         data["warnings"] = list(dict.fromkeys(w for p in parts for w in p.warnings))
         data["capped"] = {}

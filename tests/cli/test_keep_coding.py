@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from openpyxl import load_workbook
+from openpyxl import Workbook, load_workbook
 
 from mlpsych.cli import main
 from mlpsych.coding.coded import coding_from_sheets
@@ -63,40 +63,83 @@ def read(monkeypatch) -> list[str]:
     return ids
 
 
+@dataclass
+class Sheet:
+    """A run's answers sheet open for coding: its rows by (paper, question), and cells to put."""
+
+    book: Workbook
+    column: dict[str, int]
+    rows: dict[tuple[str, str], list[int]]
+
+    @classmethod
+    def open(cls, sheet: Path) -> Sheet:
+        book = load_workbook(sheet)
+        answers = book["answers"]
+        header = [c.value for c in answers[1]] + ["correct_2"]
+        answers.cell(row=1, column=len(header), value="correct_2")
+        rows: dict[tuple[str, str], list[int]] = {}
+        for number in range(2, answers.max_row + 1):
+            key = (answers.cell(number, header.index("paper_id") + 1).value,
+                   answers.cell(number, header.index("question_id") + 1).value)
+            rows.setdefault(key, []).append(number)
+        return cls(book, {name: i + 1 for i, name in enumerate(header)}, rows)
+
+    def put(self, row: int, **cells) -> None:
+        for name, value in cells.items():
+            self.book["answers"].cell(row=row, column=self.column[name], value=value)
+
+    def added(self) -> int:
+        return self.book["answers"].max_row + 1
+
+    def mark(self, paper: str, questions: tuple[str, ...]) -> None:
+        """These questions of ``paper`` coded: one row marked, or one added where the run had none."""
+        for question in questions:
+            if self.rows.get((paper, question)):
+                self.put(self.rows[(paper, question)][0], correct="yes")
+            else:
+                self.put(self.added(), paper_id=paper, question_id=question, answer="survey", stage="coder",
+                         final=True, correct="yes")
+
+
+@pytest.fixture
+def units(monkeypatch) -> dict[str, set[tuple[str, str]]]:
+    """The (paper, question) pairs the local engine's stages are given: to read ("read"; "select", the cascade's
+    small reader), and to merge, normalize and score ("answered")."""
+    from mlpsych.pipeline import read as reading
+    from mlpsych.pipeline.normalize import NormalizeStage
+
+    given: dict[str, set[tuple[str, str]]] = {"select": set(), "read": set(), "answered": set()}
+
+    def read_with(model, units, choose, stage, level, ctx, read_with=reading.read_with):
+        given[stage].update((u.doc.id, u.question.id) for u in units)
+        return read_with(model, units, choose, stage, level, ctx)
+
+    def normalize(self, level, ctx, stage_run=NormalizeStage.run):
+        given["answered"].update((item.unit.doc.id, item.unit.question.id) for item in level.answered)
+        stage_run(self, level, ctx)
+
+    monkeypatch.setattr(reading, "read_with", read_with)
+    monkeypatch.setattr(NormalizeStage, "run", normalize)
+    return given
+
+
 def code(sheet: Path, coded: Path) -> None:
     """A coder's work on a first run's sheet: every question of FULL coded (one row marked, or one added where the
     run had none); in PART a q1 answer marked wrong, another corrected, a q2 answer added, q4 marked (q3 left);
     a q1 answer of GONE marked; a second coder's column with one mark."""
-    book = load_workbook(sheet)
-    answers = book["answers"]
-    header = [c.value for c in answers[1]] + ["correct_2"]
-    answers.cell(row=1, column=len(header), value="correct_2")
-    column = {name: i + 1 for i, name in enumerate(header)}
-    rows: dict[tuple[str, str], list[int]] = {}
-    for number in range(2, answers.max_row + 1):
-        key = (answers.cell(number, column["paper_id"]).value, answers.cell(number, column["question_id"]).value)
-        rows.setdefault(key, []).append(number)
-
-    def put(row: int, **cells) -> None:
-        for name, value in cells.items():
-            answers.cell(row=row, column=column[name], value=value)
-
-    for question in ("q1", "q2", "q3", "q4"):
-        if rows.get((FULL, question)):
-            put(rows[(FULL, question)][0], correct="yes")
-        else:
-            put(answers.max_row + 1, paper_id=FULL, question_id=question, answer="survey", stage="coder", final=True,
-                correct="yes")
+    coding = Sheet.open(sheet)
+    rows, put = coding.rows, coding.put
+    coding.mark(FULL, ("q1", "q2", "q3", "q4"))
     part_q1 = rows[(PART, "q1")]
     put(part_q1[0], correct="no", notes="not a technique", correct_2="no")
     if len(part_q1) > 1:
         put(part_q1[1], corrected_answer="moral foundations")
-    put(answers.max_row + 1, paper_id=PART, question_id="q2", answer="speeches", stage="coder", final=True,
+    put(coding.added(), paper_id=PART, question_id="q2", answer="speeches", stage="coder", final=True,
         ensemble=False, correct="yes", notes="added by the coder")
-    put(rows[(PART, "q4")][0] if rows.get((PART, "q4")) else answers.max_row + 1, paper_id=PART, question_id="q4",
+    put(rows[(PART, "q4")][0] if rows.get((PART, "q4")) else coding.added(), paper_id=PART, question_id="q4",
         correct="yes")
     put(rows[(GONE, "q1")][0], correct="yes")
-    book.save(coded)
+    coding.book.save(coded)
 
 
 @dataclass(frozen=True)
@@ -213,6 +256,66 @@ def test_a_rerun_keeps_the_coding_and_reads_only_what_is_not_coded(first, exampl
     assert run_cli(papers, "--questions", tiny_questions, "--only", ",".join(ASKED), "--out", out_csv, "--cache",
                    cache, "--keep-coding", coded_csv) == 0
     assert projection(read_sheet(out_csv, "answers"), coded_pairs) == projection(old, coded_pairs)
+
+
+def sheets(path: Path) -> dict[str, list[tuple]]:
+    """A workbook's sheets as rows, but the run sheet (the run's own facts: its time, its cache hits)."""
+    book = load_workbook(path, read_only=True)
+    return {name: list(book[name].iter_rows(values_only=True)) for name in book.sheetnames if name != "run"}
+
+
+def run_facts(path: Path) -> dict[str, str]:
+    return dict(load_workbook(path, read_only=True)["run"].iter_rows(min_row=2, values_only=True))
+
+
+@pytest.mark.slow
+def test_a_rerun_asks_only_the_pairs_not_coded(first, examples_dir, tiny_questions, tmp_path, monkeypatch, units,
+                                               capsys):
+    """FULL coded for q1-q3 and q4 added to the question file since; PART's q1 coded alone; FRESH's q4 coded, its q1
+    not; GONE not coded. A rerun read every question of every paper (FULL's q1-q3 again for its new q4), its
+    cascade and LLM too, then threw the coded pairs' answers away. It now asks only the pairs not coded: q4 of FULL
+    and PART about the coding's q1, FRESH's q1 (and q2, q3) and not its q4; its sheets are those of a run that asks
+    them all."""
+    from mlpsych.coding.keep import KeptCoding
+
+    sheet, cache = first
+    coding = Sheet.open(sheet)
+    coded_pairs = {(FULL, q) for q in ASKED} | {(PART, "q1"), (FRESH, "q4")}
+    for paper, question in coded_pairs:
+        coding.mark(paper, (question,))
+    coded = tmp_path / "coded.xlsx"
+    coding.book.save(coded)
+
+    def rerun(out: Path) -> dict[str, set[tuple[str, str]]]:
+        assert run_cli(examples_dir / "papers", "--questions", tiny_questions, "--out", out, "--cache", cache,
+                       "--keep-coding", coded) == 0
+        given = {stage: set(pairs) for stage, pairs in units.items()}
+        for pairs in units.values():
+            pairs.clear()
+        return given
+
+    def every_pair(self, questions, papers):  # the run as it was: every pair asked, the coded ones' answers replaced
+        from mlpsych.pipeline import Settled
+
+        return Settled({}, self.bridges(questions, list(papers)))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(KeptCoding, "settles", every_pair, raising=False)
+        everything = rerun(tmp_path / "every-pair.xlsx")
+    capsys.readouterr()
+    given = rerun(tmp_path / "round-2.xlsx")
+    assert coded_pairs <= everything["read"]
+    assert given["read"] == everything["read"] - coded_pairs  # every pair not coded read, no coded one
+    assert given["answered"] == everything["answered"] - coded_pairs
+    assert {q for p, q in given["read"] if p == FULL} == {"q4"}  # the question added: FULL's only read
+    assert {(PART, "q4"), (FRESH, "q1")} <= given["read"]  # q1 coded, q4 not; and q1 not, q4 coded
+    assert sheets(tmp_path / "round-2.xlsx") == sheets(tmp_path / "every-pair.xlsx")
+    facts, before = run_facts(tmp_path / "round-2.xlsx"), run_facts(tmp_path / "every-pair.xlsx")
+    looked_up = {name: int(f["cache_hits"]) + int(f["cache_misses"]) for name, f in (("now", facts),
+                                                                                      ("before", before))}
+    assert looked_up["now"] < looked_up["before"]  # the run sheet counts the reads made, not the coded pairs'
+    assert facts["windows_read"] == "0"  # the first run on this cache read all the rest
+    assert ", none asked again; 0 papers with every question coded not read again" in capsys.readouterr().out
 
 
 @pytest.fixture
@@ -337,7 +440,7 @@ def test_a_rerun_with_everything_coded_reads_no_paper(engine, first, examples_di
     summary = capsys.readouterr().out.splitlines()
     finals = sum(is_final(r) for r in read_sheet(out, "answers"))  # as the summary counts (an ungrounded row is not)
     assert summary[0].startswith(f"4 papers, {finals} answers -> {out} in ")
-    assert summary[1].endswith("in 4 papers; 4 papers with every question coded not read again")
+    assert summary[1].endswith("in 4 papers, none asked again; 4 papers with every question coded not read again")
     assert any(line.startswith("note: demo answers") for line in summary)
     run_sheet = dict(load_workbook(out, read_only=True)["run"].iter_rows(min_row=2, values_only=True))
     assert run_sheet["NOTE"].startswith("demo answers") and run_sheet["mlpsych"] and run_sheet["torch"]
@@ -352,10 +455,11 @@ RUN_ITSELF = ("engine", "workers", "started", "seconds")  # the run sheet's rows
 @needs_ray
 @pytest.mark.slow
 def test_a_rerun_on_ray_keeps_the_coding_as_the_local_engine_does(first, examples_dir, tiny_questions, tmp_path,
-                                                                  ray_cluster, read):
+                                                                  ray_cluster, read, units):
     """The coded rows replace the run's after the engine, whichever: the Ray engine reads the same papers, and its
-    sheets are the local engine's, sheet for sheet (the run's own facts aside); FRESH's q4, its q1 coded, asks
-    about the coding's answers on Ray's workers as here."""
+    sheets are the local engine's, sheet for sheet (the run's own facts aside: its counts of cache hits and windows
+    read are the same, so its workers skip the coded pairs as here); FRESH's q4, its q1 coded, asks about the
+    coding's answers on Ray's workers as here."""
     sheet, cache = first
     coded = tmp_path / "coded.xlsx"
     code(sheet, coded)
@@ -369,6 +473,8 @@ def test_a_rerun_on_ray_keeps_the_coding_as_the_local_engine_does(first, example
     assert run_cli(papers, "--questions", tiny_questions, "--out", tmp_path / "warm.xlsx", "--cache", cache,
                    "--keep-coding", coded) == 0
     read.clear()
+    coded_pairs = {(PART, "q1"), (PART, "q2"), (PART, "q4"), (FRESH, "q1")} | {(FULL, q) for q in (*ASKED, "q4")}
+    units["read"].clear()
     books = {}
     for engine in ("local", "ray"):
         out = tmp_path / f"round-2-{engine}.xlsx"
@@ -377,6 +483,8 @@ def test_a_rerun_on_ray_keeps_the_coding_as_the_local_engine_does(first, example
                        "--engine", engine, *workers) == 0
         assert sorted(read) == sorted([PART, FRESH])  # FULL, coded for every question, not given to either engine
         read.clear()
+        if engine == "local":  # not a coded pair read, the others all (what a Ray worker reads is not seen here)
+            assert units["read"] == {(PART, "q3"), (FRESH, "q2"), (FRESH, "q3"), (FRESH, "q4")}
         books[engine] = load_workbook(out, read_only=True)
     local, ray = books["local"], books["ray"]
     assert local.sheetnames == ray.sheetnames
@@ -389,7 +497,6 @@ def test_a_rerun_on_ray_keeps_the_coding_as_the_local_engine_does(first, example
         else:
             assert rows == [list(r) for r in ray[name].iter_rows(values_only=True)], name
     answers = read_sheet(tmp_path / "round-2-ray.xlsx", "answers")
-    coded_pairs = {(PART, "q1"), (PART, "q2"), (PART, "q4"), (FRESH, "q1")} | {(FULL, q) for q in (*ASKED, "q4")}
     assert projection(answers, coded_pairs) == projection(read_sheet(coded, "answers"), coded_pairs)
     asked = {r["bridge_entity"] for r in answers if r["paper_id"] == FRESH and r["question_id"] == "q4"}
     assert asked <= {techniques.corrected, techniques.accepted, techniques.added}  # all three: a coder's list is

@@ -17,8 +17,7 @@ from mlpsych.evaluation.agree import read_codings
 from mlpsych.evaluation.evaluate import read_sheet
 from mlpsych.export import write_result
 from mlpsych.marks import coded_answer, is_final, row_stage
-from mlpsych.multihop import CodedBridges
-from mlpsych.pipeline import RunResult
+from mlpsych.pipeline import RunResult, Settled
 from mlpsych.pipeline.context import ModelPool, RunCounters, StageContext
 from mlpsych.pipeline.follow_up import FollowUpStage
 from mlpsych.pipeline.records import Level
@@ -146,12 +145,13 @@ def coded_techniques(tmp_path: Path, *, followup_coded: bool = False) -> Path:
     return tmp_path / "coded.xlsx"
 
 
-def followups(result: RunResult, bridges: CodedBridges, settings: RunSettings | None = None) -> list[tuple[str, str]]:
-    """(paper, entity) of each q4 sub-question the follow-up stage makes of ``result``'s answers."""
+def followups(result: RunResult, settled: Settled, settings: RunSettings | None = None) -> list[tuple[str, str]]:
+    """(paper, entity) of each q4 sub-question the follow-up stage makes of ``result``'s answers, ``settled`` as a
+    kept coding settles the run."""
     settings = settings or RunSettings()
     level = Level([QUESTIONS.get("q4")], DOCS)
     FollowUpStage(settings).run(level, StageContext(settings, None, result, RunCounters(), ModelPool(), [],
-                                                    bridges=bridges))
+                                                    settled=settled))
     return [(u.doc.id, u.query.bridge_entity) for u in level.units]
 
 
@@ -162,12 +162,12 @@ def test_a_followup_asks_about_the_coding_of_the_question_it_follows(tmp_path):
     kept = read_kept_coding(coded_techniques(tmp_path))
     fresh = run(answer("A", "q1", "random forests", score=0.9), answer("A", "q1", "burnout", score=0.8),
                 answer("A", "q1", "BERT to classify", score=0.7), answer("B", "q1", "BERT"))
-    bridges = kept.bridges(QUESTIONS.questions, ["A", "B"])
-    assert followups(fresh, bridges) == [("A", "random forests"), ("A", "BERT"), ("A", "LDA"), ("B", "BERT")]
+    assert followups(fresh, kept.settles(QUESTIONS.questions, ["A", "B"])) == [
+        ("A", "random forests"), ("A", "BERT"), ("A", "LDA"), ("B", "BERT")]
     assert fresh.info.coded_entities == 3
     combined = keep_coding(fresh, kept, DOCS)
     assert combined.info.kept_coding.endswith("; 3 follow-up entities asked about from the coding")
-    without = followups(run(*fresh.answers), CodedBridges())
+    without = followups(run(*fresh.answers), Settled())
     assert without == [("A", "random forests"), ("A", "burnout"), ("A", "BERT to classify"), ("B", "BERT")]
 
 
@@ -178,18 +178,24 @@ def test_the_cap_on_sub_questions_bounds_the_runs_own_answers_not_a_coders_list(
     kept = read_kept_coding(coded_techniques(tmp_path))
     fresh = run(answer("A", "q1", "random forests", score=0.9), answer("B", "q1", "BERT", score=0.9),
                 answer("B", "q1", "LDA", score=0.5), answer("B", "q1", "burnout", score=0.7))
-    asked = followups(fresh, kept.bridges(QUESTIONS.questions, ["A", "B"]), RunSettings(max_sub_questions=2))
+    asked = followups(fresh, kept.settles(QUESTIONS.questions, ["A", "B"]), RunSettings(max_sub_questions=2))
     assert asked == [("A", "random forests"), ("A", "BERT"), ("A", "LDA"), ("B", "BERT"), ("B", "burnout")]
     assert fresh.info.coded_entities == 3
     assert {q: record["papers"] for q, record in fresh.info.capped.items()} == {"q4": {"B": 1}}
 
 
 def test_a_coded_followup_stands_and_is_not_bridged_from_the_coding(tmp_path):
-    """Where q4 is coded too, its rows stand as coded: nothing of the coding's q1 is asked for it; a question
-    that follows none, or a paper the run does not read, gets nothing either."""
+    """Where q4 is coded too, its rows stand as coded: nothing of the coding's q1 is asked for it, nor of the
+    run's (the rerun asked A's q4 about its own q1 answers, then threw the answers away); a question that follows
+    none, or a paper the run does not read, gets nothing either."""
     kept = read_kept_coding(coded_techniques(tmp_path, followup_coded=True))
     assert kept.pairs == {("A", "q1"), ("A", "q4")}
     assert kept.bridges(QUESTIONS.questions, ["A", "B"]).entities == {}
+    settled = kept.settles(QUESTIONS.questions, ["A", "B"])
+    assert settled.pairs == {"A": ["q1", "q4"]}
+    fresh = run(answer("A", "q1", "random forests"), answer("B", "q1", "BERT"))
+    assert followups(fresh, settled) == [("B", "BERT")]
+    assert Settled.from_json(settled.only(["A"]).to_json()) == Settled({"A": ["q1", "q4"]})
     assert read_kept_coding(coded_techniques(tmp_path)).bridges(QUESTIONS.questions, ["B"]).entities == {}
 
 

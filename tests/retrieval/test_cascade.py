@@ -335,6 +335,7 @@ def test_the_answer_rule_takes_the_cheapest_mass_whose_answers_and_coverage_hold
 
 
 def test_a_model_whose_architecture_is_unknown_has_no_flops_and_the_run_goes_on(tmp_path):
-    assert Pipeline._gflops(str(tmp_path / "not-a-model"), 100) is None
-    assert Pipeline._gflops("deepset/deberta-v3-large-squad2", 10**9) == round(flops(
-        "deepset/deberta-v3-large-squad2", 10**9) / 1e9, 1)
+    from mlpsych.pipeline.core import reader_gflops
+
+    unknown, known = str(tmp_path / "not-a-model"), "deepset/deberta-v3-large-squad2"
+    assert reader_gflops({unknown: 100, known: 10**9}) == {unknown: None, known: round(flops(known, 10**9) / 1e9, 1)}
