@@ -20,9 +20,9 @@ from mlpsych.marks import coded_answer, is_final, row_stage
 from mlpsych.pipeline import RunResult, Settled
 from mlpsych.pipeline.context import ModelPool, RunCounters, StageContext
 from mlpsych.pipeline.follow_up import FollowUpStage
-from mlpsych.pipeline.records import Level
+from mlpsych.pipeline.records import Level, Unit
 from mlpsych.questions import parse_question_set
-from mlpsych.settings import RunSettings
+from mlpsych.settings import CascadeSettings, RetrievalSettings, RunSettings
 
 QUESTIONS = parse_question_set({"name": "t", "questions": [
     {"id": "q1", "text": "What techniques were used?", "models": ["m"]},
@@ -197,6 +197,25 @@ def test_a_coded_followup_stands_and_is_not_bridged_from_the_coding(tmp_path):
     assert followups(fresh, settled) == [("B", "BERT")]
     assert Settled.from_json(settled.only(["A"]).to_json()) == Settled({"A": ["q1", "q4"]})
     assert read_kept_coding(coded_techniques(tmp_path)).bridges(QUESTIONS.questions, ["B"]).entities == {}
+
+
+def test_a_followup_of_a_coded_bridge_question_chooses_its_windows_as_without_its_read(tmp_path):
+    """Under ``bridge_windows: source`` q4's sub-questions read the windows chosen for their paper's q1. Where the
+    coding settles q1 it is not read (no unit, no windows chosen): A's sub-questions about the coding's answers
+    choose their windows as a sub-question without a source does; B's, its q1 read, read q1's windows."""
+    settings = RunSettings(retrieval=RetrievalSettings(cascade=CascadeSettings(bridge_windows="source")))
+    stage = FollowUpStage(settings)
+    q1, q4 = QUESTIONS.get("q1"), QUESTIONS.get("q4")
+    settled = read_kept_coding(coded_techniques(tmp_path)).settles(QUESTIONS.questions, ["A", "B"])
+    assert settled.covers("A", "q1") and not settled.covers("B", "q1")
+    everywhere = ((0, len(TEXT)),)
+    first = Level([q1], DOCS, units=[Unit(DOCS[1], q1, stage.query(q1, q1.text), chosen={"m": everywhere})])
+    level = Level([q4], DOCS)
+    ctx = StageContext(settings, None, run(answer("B", "q1", "BERT")), RunCounters(), ModelPool(), [],
+                       levels=[first, level], settled=settled)
+    stage.run(level, ctx)
+    assert [(u.doc.id, u.query.bridge_entity, u.source) for u in level.units] == [
+        ("A", "random forests", {}), ("A", "BERT", {}), ("A", "LDA", {}), ("B", "BERT", {"m": everywhere})]
 
 
 def test_what_a_coded_row_leaves_among_the_papers_answers():
