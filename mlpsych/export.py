@@ -319,7 +319,7 @@ def mark_choices(ws, column: int) -> None:
 
 def choice_list(column: int):
     """The yes/no list of :func:`mark_choices` (an openpyxl ``DataValidation``), also written by the review into a
-    workbook it does not load whole (:mod:`mlpsych.app.workbook`)."""
+    workbook it does not load whole (:mod:`mlpsych.workbook`)."""
     from openpyxl.utils import get_column_letter
     from openpyxl.worksheet.datavalidation import DataValidation
 

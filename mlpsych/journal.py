@@ -1,7 +1,7 @@
 """The review's changes to a results workbook, kept in a small file beside it until they are written into it.
 
 Writing a workbook took seconds at a big study's size (30 s with openpyxl writing every sheet, 3 s now that the
-review rewrites the answers sheet alone: :mod:`mlpsych.app.workbook`), and the review wrote it on every mark. Each
+review rewrites the answers sheet alone: :mod:`mlpsych.workbook`), and the review wrote it on every mark. Each
 change (cells of one row of the ``answers`` sheet) is now appended to
 ``<stem>-changes.jsonl`` beside the workbook and forced to disk, and the review writes the workbook when the coder
 leaves a paper or downloads it (:meth:`mlpsych.app.review.ReviewSheet.save`), or half a minute after the last

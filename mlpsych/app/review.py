@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mlpsych.app import workbook
+from mlpsych import workbook
 from mlpsych.app.idle_write import IDLE_WRITE_S, IdleWrite
 from mlpsych.coding.coded import CODER_STAGE, locate
 from mlpsych.documents import Document

@@ -1,4 +1,4 @@
-"""The review reads the answers sheet alone and writes back only its changed rows (mlpsych.app.workbook): openpyxl
+"""The review reads the answers sheet alone and writes back only its changed rows (mlpsych.workbook): openpyxl
 reading and writing all six sheets made a 1,000-paper study's review take minutes to open and a minute to save."""
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def test_cells_written_into_a_sheet_laid_out_as_other_programs_write_it(tmp_path
     from openpyxl import load_workbook
     from openpyxl.xml.functions import tostring
 
-    from mlpsych.app import workbook
+    from mlpsych import workbook
     from mlpsych.export import choice_list
 
     path = results_sheet(tmp_path / "results.xlsx")
@@ -135,7 +135,7 @@ def test_the_sheet_is_read_as_openpyxl_reads_it(tmp_path: Path):
 
     from openpyxl import load_workbook
 
-    from mlpsych.app import workbook
+    from mlpsych import workbook
 
     def openpyxl_values(path: Path) -> list[list]:
         sheet = load_workbook(path, read_only=True)["answers"]
