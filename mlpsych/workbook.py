@@ -1,13 +1,14 @@
-"""The review's sheet of a results workbook, read alone and written back row by row.
+"""One sheet of a results workbook, read alone, and written back row by row.
 
-The review reads and changes only the ``answers`` sheet, but openpyxl read and wrote every sheet: at a 1,000-paper
-study's size (150 MB of XML, two thirds of it the model_answers sheet) opening the review took 71-189 s and writing
-the coding 32-72 s. Here the sheet is read alone (its cells' values as openpyxl reads them: read here where the cells
-are plain, as mlpsych writes them, else by openpyxl's read-only reader) and the coding is written by rewriting only
-the changed rows of that sheet's XML, every other part of the file copied as it is (decompressed and compressed again
-by the standard library's zipfile): the other sheets, styles, widths, filters and lists stay exactly as they were,
-what openpyxl would drop too. What a coder writes goes in as text cells (never a formula), styled as the cell it
-replaces.
+openpyxl reads (and writes) every sheet: at a 1,000-paper study's size (150 MB of XML, two thirds of it the
+model_answers sheet) opening the review took 71-189 s and writing the coding 32-72 s, and reading the answers sheet
+with its read-only reader (``mlpsych agree``, ``calibrate``, ``adapt --coded``, ``eval --pred``) 12-29 s. Here the
+sheet is read alone (its cells' values as openpyxl reads them with ``data_only``: read here where the cells are
+plain, as mlpsych writes them, else by openpyxl's read-only reader) and the review's coding is written by rewriting
+only the changed rows of that sheet's XML, every other part of the file copied as it is (decompressed and compressed
+again by the standard library's zipfile): the other sheets, styles, widths, filters and lists stay exactly as they
+were, what openpyxl would drop too. What a coder writes goes in as text cells (never a formula), styled as the cell
+it replaces.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import io
 import re
 import time
 import zipfile
+from pathlib import Path
 from typing import Any, Iterable
 from xml.sax.saxutils import escape
 
 from mlpsych.export import cell_value
 
+Source = bytes | str | Path  # a workbook's bytes, or its path
 Cells = dict[int, dict[int, Any]]  # row -> column -> value, numbered from 1 as a spreadsheet numbers them
 
 _LATER = ("hyperlinks", "printOptions", "pageMargins", "pageSetup", "headerFooter", "rowBreaks", "colBreaks",
@@ -33,12 +36,13 @@ _PLAIN_CELL = re.compile(rb'<c r="([A-Z]+)(\d+)"( s="\d+")?(?: t="(\w+)")?\s*(?:
 _TEXT = re.compile(rb"<t\b[^>]*/>|<t\b[^>]*>(.*?)</t>", re.S)
 
 
-def read_values(data: bytes, sheet: str) -> list[list[Any]] | None:
-    """The cells' values of ``sheet`` in the workbook ``data``, a list a row (row 1 first), as openpyxl reads them;
-    None without that sheet. Raises what openpyxl raises for a file that is not a workbook."""
+def read_values(source: Source, sheet: str) -> list[list[Any]] | None:
+    """The cells' values of ``sheet`` in the workbook ``source`` (its bytes or its path), a list a row (row 1 first,
+    each to its last cell), as openpyxl's reader gives them with ``data_only`` (a formula's value as last computed,
+    not its text); None without that sheet. Raises what openpyxl raises for a file that is not a workbook."""
     from openpyxl import load_workbook
 
-    reader = _reader(data)
+    reader = _reader(source)
     with reader.archive:
         part = _part(reader, sheet)
         if part is None:
@@ -47,7 +51,7 @@ def read_values(data: bytes, sheet: str) -> list[list[Any]] | None:
         plain = _plain_values(reader.archive.read(part), reader.shared_strings)
     if plain is not None:
         return plain
-    book = load_workbook(io.BytesIO(data), read_only=True)
+    book = load_workbook(_opened(source), read_only=True, data_only=True)
     try:
         cells = book[sheet]
         cells.reset_dimensions()  # a size written wrong (some programs write "A1") would cut rows off
@@ -56,23 +60,35 @@ def read_values(data: bytes, sheet: str) -> list[list[Any]] | None:
         book.close()
 
 
+def sheet_names(source: Source) -> list[str]:
+    """The names of the workbook's sheets, in its order (what openpyxl's ``sheetnames`` gives)."""
+    reader = _reader(source)
+    with reader.archive:
+        return [found.name for found, rel in reader.parser.find_sheets() if rel.target in reader.valid_files]
+
+
 def _plain_values(xml: bytes, strings: list[str]) -> list[list[Any]] | None:
     """The values of a sheet of plain cells (text, numbers, true/false, errors; as mlpsych and openpyxl write
-    them), in a third of the time openpyxl's reader takes (5 s of CPU, not 14, for 35,000 rows); None for a
+    them), in a third of the time openpyxl's reader takes (3 s of CPU, not 7-14, for 35,000 rows); None for a
     sheet holding anything else (a formula, a date, rich text, attributes in another order), which openpyxl reads."""
     if b"<sheetData" not in xml:
         return None
-    found = _PLAIN_CELL.findall(xml)
-    if len(found) != xml.count(b"<c ") + xml.count(b"<c>"):
-        return None
+    cells = xml.count(b"<c ") + xml.count(b"<c>")
     rows: dict[int, dict[bytes, Any]] = {}
-    for letters, number, style, kind, inner in found:
+    for cell in _PLAIN_CELL.finditer(xml):  # one at a time: all at once took twice the memory of the rows
+        letters, number, style, kind, inner = cell.groups(b"")
+        cells -= 1
         if b"<f" in inner or b"<rPh" in inner:
             return None
-        if kind == b"inlineStr":
-            value: Any = _text(b"".join(_TEXT.findall(inner)))
-        elif not inner:
-            value = None
+        if not inner.strip() or inner in (b"<v></v>", b"<v/>"):
+            value: Any = None  # an empty inline string too, as openpyxl reads it
+        elif kind == b"inlineStr":
+            if inner.startswith(b"<is><t>") and inner.endswith(b"</t></is>") and inner.count(b"<") == 4:
+                value = _text(inner[7:-9])  # one plain run, as openpyxl writes it: a third of the time
+            else:
+                value = _text(b"".join(_TEXT.findall(inner)))
+        elif not (inner.startswith(b"<v>") and inner.endswith(b"</v>")):
+            return None
         elif kind == b"s":
             value = strings[int(inner[3:-4])]
         elif kind == b"b":
@@ -84,6 +100,8 @@ def _plain_values(xml: bytes, strings: list[str]) -> list[list[Any]] | None:
         else:
             return None
         rows.setdefault(int(number), {})[letters] = value
+    if cells:
+        return None  # a cell not read above
     from openpyxl.utils import column_index_from_string
 
     table: list[list[Any]] = [[] for _ in range(max(rows, default=0))]
@@ -112,19 +130,26 @@ def write_cells(data: bytes, sheet: str, cells: Cells, lists: Iterable[bytes] = 
         return _rezip(reader.archive, part, xml)
 
 
-def _reader(data: bytes):
-    """openpyxl's reader of the workbook ``data``, its sheets' names and parts read (not the sheets)."""
+def _opened(source: Source) -> str | Path | io.BytesIO:
+    """What openpyxl opens ``source`` as: a path as it is (its members read as needed, not the whole file)."""
+    return io.BytesIO(source) if isinstance(source, bytes) else source
+
+
+def _reader(source: Source):
+    """openpyxl's reader of the workbook ``source``, its sheets' names and parts read (not the sheets)."""
     from openpyxl.reader.excel import ExcelReader
 
-    reader = ExcelReader(io.BytesIO(data), read_only=True)
+    reader = ExcelReader(_opened(source), read_only=True, data_only=True)
     reader.read_manifest()
     reader.read_workbook()
     return reader
 
 
 def _part(reader, sheet: str) -> str | None:
-    """Where in the file the sheet named ``sheet`` is."""
-    return next((rel.target for found, rel in reader.parser.find_sheets() if found.name == sheet), None)
+    """Where in the file the sheet named ``sheet`` is; None where the file lacks it (openpyxl then lacks the sheet
+    too)."""
+    return next((rel.target for found, rel in reader.parser.find_sheets()
+                 if found.name == sheet and rel.target in reader.valid_files), None)
 
 
 def _with_cells(xml: bytes, cells: Cells) -> bytes:
