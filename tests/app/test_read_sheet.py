@@ -202,8 +202,10 @@ def test_what_cannot_be_read_is_one_clear_error(tmp_path: Path):
 
 
 def test_a_sheet_missing_from_the_file_is_no_sheet(tmp_path: Path):
-    """A workbook naming a sheet whose part it lacks: openpyxl left the sheet out; the reading here looked for the
-    part (a KeyError)."""
+    """A workbook naming a sheet whose part it lacks: openpyxl left the sheet out; the review's reading looked for
+    the part (a KeyError: "cannot open as a workbook")."""
+    from mlpsych import workbook
+
     path = results_sheet(tmp_path / "results.xlsx")
     with zipfile.ZipFile(path) as archive:
         kept = {name: archive.read(name) for name in archive.namelist() if name != ANSWERS}
@@ -212,3 +214,4 @@ def test_a_sheet_missing_from_the_file_is_no_sheet(tmp_path: Path):
             archive.writestr(name, data)
     with pytest.raises(EvalInputError, match="no sheet named 'answers'"):
         read_sheet(path, "answers")
+    assert workbook.read_values(path.read_bytes(), "answers") is None
