@@ -1,6 +1,6 @@
 """The review view's logic: a coder works through a results spreadsheet paper by paper, least-sure answers first.
 
-Only the ``answers`` sheet is read, and written back row by row (:mod:`mlpsych.app.workbook`; openpyxl reading and
+Only the ``answers`` sheet is read, and written back row by row (:mod:`mlpsych.workbook`; openpyxl reading and
 writing all six sheets took minutes at 1,000 papers). Each change is kept at once (autosave): appended to a small
 file beside the workbook and forced to disk (:mod:`mlpsych.journal`), and written into the workbook (beside it and
 renamed, so a crash never leaves half a file) when the coder leaves a paper or downloads the coded sheet, and half
