@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from mlpsych.hub import cached_config
 
 log = logging.getLogger(__name__)
 
+CACHE_FILE = "results.sqlite"  # in the cache folder, beside what else is kept there (ONNX exports)
 SCHEMA = "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, stage TEXT, value TEXT NOT NULL, created REAL)"
 
 
@@ -76,23 +78,45 @@ def cached_commit(repo_id: str) -> str | None:
     return config.parent.name if config else None
 
 
+@dataclass(frozen=True)
+class Fault:
+    """Why the cache file cannot be used, in the system's words, and what fixes it."""
+
+    reason: str
+    fix: str
+
+
+def fault_of(error: OSError | sqlite3.Error) -> Fault:
+    """What went wrong with the cache file and what to do: damaged (delete it), this user's to read only (its owner
+    can fix it), held by another process past the busy timeout (wait for it), else no room or no write."""
+    reason = (error.strerror if isinstance(error, OSError) else None) or one_line(error).split(": ", 1)[-1]
+    damaged = isinstance(error, sqlite3.DatabaseError) and not isinstance(error, sqlite3.OperationalError)
+    # a colleague's file in a shared cache folder, made under a umask that leaves it theirs to write
+    denied = isinstance(error, PermissionError) or "readonly database" in str(error)
+    locked = "database is locked" in str(error)
+    fix = ("delete it (its results are computed again)" if damaged
+           else "make it readable and writable for you (its owner can)" if denied
+           else "another process (a run?) is using it: try again once it is done" if locked
+           else "free space there or make it writable")
+    return Fault(reason, fix)
+
+
+# What a run's cache fault ends with: how to go on (a cache cleared by `mlpsych cache clear` says otherwise).
+RESUME = (", or choose another cache folder (--cache or $MLPSYCH_CACHE); results stored before are kept, rerun to "
+          "resume")
+
+
 @contextmanager
-def cache_faults(path: Path, doing: str, what: str = "the result cache") -> Iterator[None]:
+def cache_faults(path: Path, doing: str, what: str = "the result cache", then: str = RESUME) -> Iterator[None]:
     """A cache that cannot be used (no room, a folder that takes no file, a damaged file) as one ``CacheError``
     saying what to do: caught per paper, a full disk made every paper's status an SQLite error and dropped the
-    answers it had just computed. ``what`` names the cached thing (an ONNX export is kept there too)."""
+    answers it had just computed. ``what`` names the cached thing (an ONNX export is kept there too), ``then``
+    what follows the fix."""
     try:
         yield
     except (OSError, sqlite3.Error) as error:
-        reason = (error.strerror if isinstance(error, OSError) else None) or one_line(error).split(": ", 1)[-1]
-        damaged = isinstance(error, sqlite3.DatabaseError) and not isinstance(error, sqlite3.OperationalError)
-        # a colleague's file in a shared cache folder, made under a umask that leaves it theirs to write
-        denied = isinstance(error, PermissionError) or "readonly database" in str(error)
-        fix = ("delete it (its results are computed again)" if damaged
-               else "make it readable and writable for you (its owner can)" if denied
-               else "free space there or make it writable")
-        raise CacheError(f"{what} {path} cannot be {doing} ({reason}): {fix}, or choose another cache "
-                         f"folder (--cache or $MLPSYCH_CACHE); results stored before are kept, rerun to resume") from None
+        fault = fault_of(error)
+        raise CacheError(f"{what} {path} cannot be {doing} ({fault.reason}): {fault.fix}{then}") from None
 
 
 # File systems that processes on several machines may share, where SQLite's WAL mode does not work: its index is
@@ -131,7 +155,7 @@ class ResultCache:
 
     def __init__(self, directory: Path | str | None = None) -> None:
         self.directory = Path(directory) if directory else default_cache_dir()
-        self.path = self.directory / "results.sqlite"
+        self.path = self.directory / CACHE_FILE
         self._lock = threading.Lock()
         with cache_faults(self.path, "opened"):
             self.directory.mkdir(parents=True, exist_ok=True)

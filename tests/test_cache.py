@@ -98,3 +98,21 @@ def test_a_cache_file_a_colleague_made_that_this_user_may_not_write_says_whose_t
         f"the result cache {folder / 'results.sqlite'} cannot be opened (attempt to write a readonly database): "
         "make it readable and writable for you (its owner can), or choose another cache folder (--cache or "
         "$MLPSYCH_CACHE); results stored before are kept, rerun to resume")
+
+
+def test_a_cache_another_process_holds_locked_past_the_timeout_says_so(tmp_path: Path) -> None:
+    """A write waited out the busy timeout behind another process's lock: the run stopped saying "free space there
+    or make it writable", which was neither the fault nor the fix."""
+    from mlpsych.errors import CacheError
+
+    folder = tmp_path / "cache"
+    cache = ResultCache(folder)
+    cache._conn.execute("PRAGMA busy_timeout = 100")  # the run's 60 s, shortened
+    with closing(sqlite3.connect(folder / "results.sqlite", isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(CacheError) as error:
+            cache.put("k", [1])
+        other.execute("ROLLBACK")
+    cache.close()
+    assert "cannot be written (database is locked): another process (a run?) is using it: try again once it is " \
+           "done, or choose another cache folder" in str(error.value)

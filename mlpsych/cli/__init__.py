@@ -19,7 +19,7 @@ from mlpsych.errors import UserError, bug_report, one_line
 from mlpsych.provenance import version
 
 # Sub-command modules in the order data flows; each defines add_parser(subparsers) which sets func=run.
-COMMANDS = ("ingest", "run", "eval", "agree", "calibrate", "adapt", "app", "dev")
+COMMANDS = ("ingest", "run", "eval", "agree", "calibrate", "adapt", "app", "cache", "dev")
 
 
 class Parser(argparse.ArgumentParser):
