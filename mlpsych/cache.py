@@ -29,6 +29,10 @@ from mlpsych.hub import cached_config
 log = logging.getLogger(__name__)
 
 CACHE_FILE = "results.sqlite"  # in the cache folder, beside what else is kept there (ONNX exports)
+# What each entry is (its ``stage``), named once: the runs write them, `mlpsych cache` counts and clears by them.
+READ_STAGE = "read"
+NORMALIZE_STAGE = "normalize"
+CHECKPOINT_STAGE = "read-checkpoint"
 SCHEMA = "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, stage TEXT, value TEXT NOT NULL, created REAL)"
 
 

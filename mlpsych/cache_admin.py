@@ -17,17 +17,15 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlpsych.cache import CACHE_FILE, cache_faults, fault_of
+from mlpsych.cache import CACHE_FILE, CHECKPOINT_STAGE, NORMALIZE_STAGE, READ_STAGE, cache_faults, fault_of
 from mlpsych.errors import UserError
 
 log = logging.getLogger(__name__)
 
 # The stages runs write (the ``stage`` column), with what their entries are; tests check a run writes no other.
-# The checkpoints' name is mlpsych.pipeline.checkpoints.STAGE, not imported here: that would load torch.
-CHECKPOINT_STAGE = "read-checkpoint"
 STAGES = {
-    "read": "a reader's answers for one paper, question and model (with the cascade's choice of windows)",
-    "normalize": "the LLM's output for one prompt",
+    READ_STAGE: "a reader's answers for one paper, question and model (with the cascade's choice of windows)",
+    NORMALIZE_STAGE: "the LLM's output for one prompt",
     CHECKPOINT_STAGE: "the saved state of a long read interrupted part-way, of use only to rerunning that run",
 }
 # How entries without a stage (written by older versions) are named here and in --stage.

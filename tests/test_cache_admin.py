@@ -184,9 +184,3 @@ def test_a_stage_no_run_writes_is_refused_naming_the_stages(tmp_path: Path) -> N
 def test_a_negative_age_is_refused(days: float) -> None:
     with pytest.raises(UserError, match="give a number of days, 0 or more"):
         Selection(older_than_days=days)
-
-
-def test_the_checkpoint_stage_is_the_one_runs_write() -> None:
-    from mlpsych.pipeline.checkpoints import STAGE
-
-    assert STAGE in STAGES

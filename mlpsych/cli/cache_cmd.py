@@ -14,7 +14,8 @@ CACHE_HELP = "cache folder (default: $MLPSYCH_CACHE if set, else the per-user ca
 
 
 def add_parser(subparsers) -> None:
-    from mlpsych.cache_admin import CHECKPOINT_STAGE, STAGES, UNKNOWN
+    from mlpsych.cache import CHECKPOINT_STAGE
+    from mlpsych.cache_admin import STAGES, UNKNOWN
 
     p = subparsers.add_parser(
         "cache", help="how big the result cache is, and clearing part of it",
@@ -54,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def info(directory: Path) -> int:
-    from mlpsych.cache_admin import CHECKPOINT_STAGE, STAGES, UNKNOWN, stats
+    from mlpsych.cache import CHECKPOINT_STAGE
+    from mlpsych.cache_admin import STAGES, UNKNOWN, stats
 
     found = stats(directory)
     if found is None:

@@ -33,14 +33,13 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mlpsych.answers import Answer
-from mlpsych.cache import ResultCache, default_cache_dir
+from mlpsych.cache import CHECKPOINT_STAGE, ResultCache, default_cache_dir
 from mlpsych.documents import Document
 from mlpsych.engines import EngineError
 from mlpsych.errors import CacheError
 from mlpsych.models import ModelLoadError
 from mlpsych.pipeline import RunInfo, RunResult, Settled
 from mlpsych.pipeline.core import reader_gflops
-from mlpsych.pipeline.checkpoints import STAGE as CHECKPOINT_STAGE
 from mlpsych.questions import QuestionSet
 from mlpsych.settings import RunSettings
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlpsych.cache import ResultCache, library_versions, make_key, model_fingerprint
+from mlpsych.cache import NORMALIZE_STAGE, ResultCache, library_versions, make_key, model_fingerprint
 from mlpsych.settings import LLMSettings
 
 
@@ -27,7 +27,7 @@ class CachedNormalizer:
 
     def _key(self, prompt: str) -> str:
         _, dtype = self._normalizer.resolve_device_and_dtype()
-        return make_key(stage="normalize", model=model_fingerprint(self.model), prompt=prompt,
+        return make_key(stage=NORMALIZE_STAGE, model=model_fingerprint(self.model), prompt=prompt,
                         dtype=str(dtype).removeprefix("torch."), max_new_tokens=self.settings.max_new_tokens,
                         quantization=self.settings.quantization, libraries=library_versions())
 
@@ -59,7 +59,7 @@ class CachedNormalizer:
             for i, out in zip(missing, fresh):
                 results[i] = out
                 if out.error is None:
-                    self.cache.put(self._key(prompts[i]), {"raw_output": out.raw_output}, stage="normalize")
+                    self.cache.put(self._key(prompts[i]), {"raw_output": out.raw_output}, stage=NORMALIZE_STAGE)
         return results
 
     def release(self) -> None:

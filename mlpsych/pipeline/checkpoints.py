@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from mlpsych.cache import ResultCache, make_key
+from mlpsych.cache import CHECKPOINT_STAGE, ResultCache, make_key
 from mlpsych.documents import Document
 from mlpsych.reading.checkpoint import Call, ReadState
 from mlpsych.reading.reader import Query
 
-# The cache's stage column for checkpoints; their format's version is in their key (an older one is not read).
-STAGE = "read-checkpoint"
+# The version of the checkpoints' format, in their key (an older one is not read).
 FORMAT = 1
 
 
@@ -28,7 +27,7 @@ class CachedCheckpoints:
         self.read_key = read_key
 
     def key(self, call: Call) -> str:
-        return make_key(stage=STAGE, format=FORMAT,
+        return make_key(stage=CHECKPOINT_STAGE, format=FORMAT,
                         reads=[self.read_key(doc, query) for doc, queries in call for query in queries])
 
     def load(self, call: Call) -> ReadState | None:
@@ -36,7 +35,7 @@ class CachedCheckpoints:
         return None if saved is None else ReadState.from_dict(saved)
 
     def save(self, call: Call, state: ReadState) -> None:
-        self.cache.put(self.key(call), state.to_dict(), stage=STAGE)
+        self.cache.put(self.key(call), state.to_dict(), stage=CHECKPOINT_STAGE)
 
     def drop(self, group: Call, read: Collection[str]) -> None:
         """After the whole reads of ``group``'s papers whose ids are in ``read`` are cached: the group's checkpoint

@@ -15,7 +15,7 @@ from itertools import accumulate
 from tqdm.auto import tqdm
 
 from mlpsych.answers import Span
-from mlpsych.cache import library_versions, make_key, model_fingerprint
+from mlpsych.cache import READ_STAGE, library_versions, make_key, model_fingerprint
 from mlpsych.documents import Document
 from mlpsych.pipeline.checkpoints import CachedCheckpoints
 from mlpsych.pipeline.context import ModelPool, StageContext
@@ -87,7 +87,7 @@ class CachedReader:
     def key(self, doc: Document, query: Query) -> str:
         """What a read's spans depend on: the paper, the model, the question and the windows, and the settings."""
         return make_key(
-            stage="read", version=READER_VERSION, doc=doc.sha256, model=model_fingerprint(self.model),
+            stage=READ_STAGE, version=READER_VERSION, doc=doc.sha256, model=model_fingerprint(self.model),
             question=query.text, top_k=query.top_k, max_answer_tokens=query.max_answer_tokens,
             allow_empty=query.allow_empty, windows=query.windows, passages=query.passages,
             settings=self.ctx.settings.reader.cache_fields(), libraries=library_versions(),
@@ -174,7 +174,7 @@ class CachedReader:
             with isolated(ctx.result, doc.id, f"caching {label} with {self.model}"):
                 for j, i in enumerate(paper.todo if doc.id in found else []):
                     ctx.cache.put(self.key(doc, paper.queries[i]), [s.to_dict() for s in found[doc.id][j]],
-                                  stage="read")
+                                  stage=READ_STAGE)
                     spans[i] = found[doc.id][j]
         self.checkpoints.drop([paper.job for paper in pending], found)
         pending.clear()

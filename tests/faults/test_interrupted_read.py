@@ -14,7 +14,7 @@ from mlpsych.cache import ResultCache
 from mlpsych.documents import Document
 from mlpsych.dev.tiny import corpus
 from mlpsych.pipeline import Pipeline
-from mlpsych.pipeline.checkpoints import STAGE
+from mlpsych.cache import CHECKPOINT_STAGE
 from mlpsych.questions import load_question_set
 from mlpsych.reading import checkpoint
 from mlpsych.reading.reader import Reader
@@ -53,7 +53,7 @@ def run(tmp_path: Path, model: Path, cache: Path) -> Pipeline:
 
 def checkpoints(cache: Path) -> int:
     with sqlite3.connect(cache / "results.sqlite") as conn:
-        return conn.execute("SELECT COUNT(*) FROM results WHERE stage = ?", (STAGE,)).fetchone()[0]
+        return conn.execute("SELECT COUNT(*) FROM results WHERE stage = ?", (CHECKPOINT_STAGE,)).fetchone()[0]
 
 
 def answers(pipeline: Pipeline) -> list[dict]:
