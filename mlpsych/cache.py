@@ -154,6 +154,14 @@ def file_system_type(path: Path, mounts: Path = Path("/proc/mounts")) -> str | N
     return kind
 
 
+@dataclass(frozen=True)
+class Entry:
+    """A stored result and its stage (what it is: ``READ_STAGE``, ...; empty for an older version's)."""
+
+    value: Any
+    stage: str
+
+
 class ResultCache:
     """A small key-value store of JSON results. ``hits``/``misses`` are counted for the run sheet and tests."""
 
@@ -205,12 +213,18 @@ class ResultCache:
     def get(self, key: str, counted: bool = True) -> Any | None:
         """The value stored under ``key``, or None; ``counted`` False for what is no result of the run (a read's
         checkpoint), so the run sheet's hits and misses stay those of its results."""
+        found = self.entry(key, counted)
+        return None if found is None else found.value
+
+    def entry(self, key: str, counted: bool = True) -> Entry | None:
+        """What is stored under ``key`` with its stage (a Ray worker sends its hits home to be stored as they
+        were), or None; ``counted`` as :meth:`get`'s."""
         with self._lock, cache_faults(self.path, "read"):
-            row = self._conn.execute("SELECT value FROM results WHERE key = ?", (key,)).fetchone()
+            row = self._conn.execute("SELECT value, stage FROM results WHERE key = ?", (key,)).fetchone()
         if counted:
             self.hits += row is not None
             self.misses += row is None
-        return None if row is None else json.loads(row[0])
+        return None if row is None else Entry(json.loads(row[0]), row[1] or "")
 
     def put(self, key: str, value: Any, stage: str = "") -> None:
         payload = json.dumps(value, ensure_ascii=False)

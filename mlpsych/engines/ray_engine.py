@@ -90,10 +90,10 @@ class RecordingCache(ResultCache):
         self._used: list[tuple[str, str, Any]] = []
 
     def get(self, key: str, counted: bool = True) -> Any | None:
-        value = super().get(key, counted)
-        if value is not None and counted:
-            self._used.append((key, "", value))
-        return value
+        found = self.entry(key, counted)
+        if found is not None and counted:
+            self._used.append((key, found.stage, found.value))  # stored at home under its stage
+        return None if found is None else found.value
 
     def put(self, key: str, value: Any, stage: str = "") -> None:
         """Stored, and sent home unless a read's checkpoint (megabytes for a thesis, of use only to a rerun reading

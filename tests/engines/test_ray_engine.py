@@ -75,7 +75,7 @@ def test_recording_cache_remembers_hits_and_puts(tmp_path) -> None:
     cache = RecordingCache(tmp_path)
     cache.put("k1", {"a": 1}, stage="read")
     assert cache.get("k1") == {"a": 1} and cache.get("missing") is None
-    assert cache.take() == [("k1", "read", {"a": 1}), ("k1", "", {"a": 1})]
+    assert cache.take() == [("k1", "read", {"a": 1}), ("k1", "read", {"a": 1})]  # a hit goes home with its stage
     assert cache.take() == []
 
 
