@@ -13,16 +13,20 @@ it replaces.
 
 from __future__ import annotations
 
-import html
 import io
+import logging
 import re
 import time
 import zipfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 from xml.sax.saxutils import escape
 
 from mlpsych.export import cell_value
+from mlpsych.sheet_values import NumberStyles, Unread, shared_strings, sheet_values
+
+logger = logging.getLogger(__name__)
 
 Source = bytes | str | Path  # a workbook's bytes, or its path
 Cells = dict[int, dict[int, Any]]  # row -> column -> value, numbered from 1 as a spreadsheet numbers them
@@ -32,8 +36,7 @@ _LATER = ("hyperlinks", "printOptions", "pageMargins", "pageSetup", "headerFoote
           "legacyDrawingHF", "drawingHF", "picture", "oleObjects", "controls", "webPublishItems", "tableParts",
           "extLst")  # what follows dataValidations in a worksheet (ECMA-376 CT_Worksheet), where a new list goes
 _NUMBER = re.compile(rb'\br="(\d+)"')  # a row's number
-_PLAIN_CELL = re.compile(rb'<c r="([A-Z]+)(\d+)"( s="\d+")?(?: t="(\w+)")?\s*(?:/>|>(.*?)</c>)', re.S)
-_TEXT = re.compile(rb"<t\b[^>]*/>|<t\b[^>]*>(.*?)</t>", re.S)
+_CORE = "docProps/core.xml"  # the package's core properties, where openpyxl and Excel write them
 
 
 def read_values(source: Source, sheet: str) -> list[list[Any]] | None:
@@ -47,8 +50,7 @@ def read_values(source: Source, sheet: str) -> list[list[Any]] | None:
         part = _part(reader, sheet)
         if part is None:
             return None
-        reader.read_strings()
-        plain = _plain_values(reader.archive.read(part), reader.shared_strings)
+        plain = _plain_values(reader.archive.read(part), _strings(reader), _number_styles(reader))
     if plain is not None:
         return plain
     book = load_workbook(_opened(source), read_only=True, data_only=True)
@@ -67,57 +69,38 @@ def sheet_names(source: Source) -> list[str]:
         return [found.name for found, rel in reader.parser.find_sheets() if rel.target in reader.valid_files]
 
 
-def _plain_values(xml: bytes, strings: list[str]) -> list[list[Any]] | None:
-    """The values of a sheet of plain cells (text, numbers, true/false, errors; as mlpsych and openpyxl write
-    them), in a third of the time openpyxl's reader takes (3 s of CPU, not 7-14, for 35,000 rows); None for a
-    sheet holding anything else (a formula, a date, rich text, attributes in another order), which openpyxl reads."""
-    if b"<sheetData" not in xml:
+def _plain_values(xml: bytes, strings: list[str], styles: NumberStyles) -> list[list[Any]] | None:
+    """The sheet's values read from its XML (mlpsych.sheet_values: in a third of the time openpyxl's reader takes),
+    None where that reading leaves it to openpyxl."""
+    try:
+        return sheet_values(xml, strings, styles)
+    except Unread as reason:
+        logger.debug("the sheet is read by openpyxl: %s", reason)
         return None
-    cells = xml.count(b"<c ") + xml.count(b"<c>")
-    rows: dict[int, dict[bytes, Any]] = {}
-    for cell in _PLAIN_CELL.finditer(xml):  # one at a time: all at once took twice the memory of the rows
-        letters, number, style, kind, inner = cell.groups(b"")
-        cells -= 1
-        if b"<f" in inner or b"<rPh" in inner:
-            return None
-        if not inner.strip() or inner in (b"<v></v>", b"<v/>"):
-            value: Any = None  # an empty inline string too, as openpyxl reads it
-        elif kind == b"inlineStr":
-            if inner.startswith(b"<is><t>") and inner.endswith(b"</t></is>") and inner.count(b"<") == 4:
-                value = _text(inner[7:-9])  # one plain run, as openpyxl writes it: a third of the time
-            else:
-                value = _text(b"".join(_TEXT.findall(inner)))
-        elif not (inner.startswith(b"<v>") and inner.endswith(b"</v>")):
-            return None
-        elif kind == b"s":
-            value = strings[int(inner[3:-4])]
-        elif kind == b"b":
-            value = inner == b"<v>1</v>"
-        elif kind == b"e":
-            value = inner[3:-4].decode()
-        elif kind in (b"", b"n") and not style:  # a styled number may be a date
-            value = float(inner[3:-4]) if b"." in inner or b"e" in inner or b"E" in inner else int(inner[3:-4])
-        else:
-            return None
-        rows.setdefault(int(number), {})[letters] = value
-    if cells:
-        return None  # a cell not read above
-    from openpyxl.utils import column_index_from_string
-
-    table: list[list[Any]] = [[] for _ in range(max(rows, default=0))]
-    for number, cells in rows.items():
-        columns = {column_index_from_string(letters.decode()): value for letters, value in cells.items()}
-        table[number - 1] = [columns.get(column) for column in range(1, max(columns) + 1)]
-    return table
 
 
-def _text(xml: bytes) -> str:
-    """XML text as a parser reads it: line ends as one newline, characters escaped (``&amp;``, ``&#13;``) as they
-    are."""
-    text = xml.decode()
-    if "&" not in text and "\r" not in text:
-        return text
-    return html.unescape(text.replace("\r\n", "\n").replace("\r", "\n"))
+def _strings(reader) -> list[str]:
+    """The workbook's shared strings as openpyxl reads them: read here (mlpsych.sheet_values) where it can."""
+    from openpyxl.xml.constants import SHARED_STRINGS
+
+    found = reader.package.find(SHARED_STRINGS)
+    if found is not None:
+        try:
+            return shared_strings(reader.archive.read(found.PartName[1:]))
+        except Unread as reason:
+            logger.debug("the shared strings are read by openpyxl: %s", reason)
+    reader.read_strings()
+    return reader.shared_strings
+
+
+def _number_styles(reader) -> NumberStyles:
+    """Which cell styles show a number as a date, time or duration, and the date system, as openpyxl reads them
+    (its stylesheet applied to the reader's workbook, as its own loading does)."""
+    from openpyxl.styles.stylesheet import apply_stylesheet
+
+    apply_stylesheet(reader.archive, reader.wb)
+    book = reader.wb
+    return NumberStyles(frozenset(book._date_formats), frozenset(book._timedelta_formats), book.epoch)
 
 
 def write_cells(data: bytes, sheet: str, cells: Cells, lists: Iterable[bytes] = ()) -> bytes:
@@ -126,8 +109,10 @@ def write_cells(data: bytes, sheet: str, cells: Cells, lists: Iterable[bytes] = 
     reader = _reader(data)
     with reader.archive:
         part = _part(reader, sheet)
-        xml = _with_lists(_with_cells(reader.archive.read(part), cells), list(lists))
-        return _rezip(reader.archive, part, xml)
+        changed = {part: _with_lists(_with_cells(reader.archive.read(part), cells), list(lists))}
+        if _CORE in reader.archive.namelist():  # when the workbook was last changed, as Excel and Finder show it
+            changed[_CORE] = _modified(reader.archive.read(_CORE), datetime.now(timezone.utc))
+        return _rezip(reader.archive, changed)
 
 
 def _opened(source: Source) -> str | Path | io.BytesIO:
@@ -256,14 +241,23 @@ def _with_lists(xml: bytes, lists: list[bytes]) -> bytes:
     return xml[:at] + block + f"</{tag}dataValidations>".encode() + xml[at:]
 
 
-def _rezip(archive: zipfile.ZipFile, part: str, xml: bytes) -> bytes:
-    """The zip ``archive`` with ``part`` replaced by ``xml``, every member written anew by the standard library's
-    zipfile (at level 1: the 100 MB model_answers sheet of a 1,000-paper study in about 1.5 s, not 5), its name,
-    time and attributes kept."""
+def _modified(xml: bytes, when: datetime) -> bytes:
+    """The package's core properties (docProps/core.xml) with their ``dcterms:modified`` set to ``when`` (UTC), as
+    Excel writes it (W3CDTF to the second: 2026-11-28T20:41:05Z); as they are without one."""
+    stamp = when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ").encode()
+    return re.sub(rb"(<(?:\w+:)?modified\b[^>]*(?<!/)>)[^<]*(?=</(?:\w+:)?modified>)",
+                  lambda found: found.group(1) + stamp, xml, count=1)
+
+
+def _rezip(archive: zipfile.ZipFile, changed: dict[str, bytes]) -> bytes:
+    """The zip ``archive`` with the parts named in ``changed`` replaced by their XML, every member written anew by
+    the standard library's zipfile (at level 1: the 100 MB model_answers sheet of a 1,000-paper study in about 1.5 s,
+    not 5), its name, time (a changed part's: now) and attributes kept."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as written:
         for info in archive.infolist():
-            copy = zipfile.ZipInfo(info.filename, info.date_time if info.filename != part else time.localtime()[:6])
+            new = changed.get(info.filename)
+            copy = zipfile.ZipInfo(info.filename, info.date_time if new is None else time.localtime()[:6])
             copy.external_attr, copy.compress_type = info.external_attr, zipfile.ZIP_DEFLATED
-            written.writestr(copy, xml if info.filename == part else archive.read(info))
+            written.writestr(copy, archive.read(info) if new is None else new)
     return out.getvalue()

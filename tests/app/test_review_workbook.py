@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 from test_review import TEXT, results_sheet
@@ -57,17 +58,31 @@ def test_opening_the_review_reads_the_answers_sheet_alone(tmp_path: Path, monkey
 def test_leaving_a_paper_writes_its_rows_and_keeps_every_other_part_as_it_was(tmp_path: Path):
     """Leaving a paper wrote the whole workbook through openpyxl (32-72 s at 1,000 papers), which also dropped what
     it does not read, such as what Excel keeps in a sheet's extLst (lists drawing on another sheet). Now only the
-    answers sheet is rewritten: every other part stays byte for byte."""
+    answers sheet is rewritten, and the time of the workbook's last change (docProps/core.xml, which Excel shows:
+    it stayed the run's): every other part stays byte for byte."""
+    from openpyxl import load_workbook
+
     path = results_sheet(tmp_path / "results.xlsx")
     rewritten(path, "xl/worksheets/sheet1.xml", lambda xml: xml.replace(b"</worksheet>", EXCEL_ONLY + b"</worksheet>"))
+    rewritten(path, "docProps/core.xml",
+              lambda xml: re.sub(rb"(<dcterms:modified\b[^>]*>)[^<]*", rb"\g<1>2020-01-02T03:04:05Z", xml))
     before = parts(path)
     review = ReviewSheet(path, DOCUMENTS, coder="2")
     review.mark(review.items("A")[0].row, False)
     review.add("A", "q1", "Support vector machines")
+    saved = datetime.now(timezone.utc).replace(microsecond=0, tzinfo=None)
     review.save()
     after = parts(path)
     assert after.keys() == before.keys() and EXCEL_ONLY in after["xl/worksheets/sheet1.xml"]
-    assert {name for name in after if after[name] != before[name]} == {"xl/worksheets/sheet2.xml"}
+    assert {name for name in after if after[name] != before[name]} == {"xl/worksheets/sheet2.xml", "docProps/core.xml"}
+    stamp = rb"<dcterms:modified [^>]*>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ</dcterms:modified>"  # as Excel writes it
+    assert re.search(stamp, after["docProps/core.xml"])
+    book = load_workbook(path, read_only=True)
+    book.close()
+    properties = book.properties  # the time Excel shows as the workbook's last change: the save's
+    assert saved <= properties.modified <= datetime.now(timezone.utc).replace(tzinfo=None)
+    created = re.compile(rb"<dcterms:created\b.*?</dcterms:created>")
+    assert created.search(after["docProps/core.xml"]).group() == created.search(before["docProps/core.xml"]).group()
     rows = read_sheet(path, "answers")
     assert [(r["answer"], r["correct_2"]) for r in rows] == [("random forests", None), ("students", "no"),
                                                             ("caret", None), ("Support vector machines", "yes")]
