@@ -3,11 +3,12 @@
 openpyxl reads (and writes) every sheet: at a 1,000-paper study's size (150 MB of XML, two thirds of it the
 model_answers sheet) opening the review took 71-189 s and writing the coding 32-72 s, and reading the answers sheet
 with its read-only reader (``mlpsych agree``, ``calibrate``, ``adapt --coded``, ``eval --pred``) 12-29 s. Here the
-sheet is read alone (its cells' values as openpyxl reads them with ``data_only``: read here where the cells are
-plain, as mlpsych writes them, else by openpyxl's read-only reader) and the review's coding is written by rewriting
-only the changed rows of that sheet's XML, every other part of the file copied as it is (decompressed and compressed
-again by the standard library's zipfile): the other sheets, styles, widths, filters and lists stay exactly as they
-were, what openpyxl would drop too. What a coder writes goes in as text cells (never a formula), styled as the cell
+sheet is read alone (its cells' values as openpyxl reads them with ``data_only``: read in its XML, as mlpsych,
+openpyxl, Excel and LibreOffice write it, by mlpsych.sheet_values, else by openpyxl's read-only reader) and the
+review's coding is written by rewriting only the changed rows of that sheet's XML, every other part of the file
+copied as it is (decompressed and compressed again by the standard library's zipfile; the workbook's time of last
+change set to the write's): the other sheets, styles, widths, filters and lists stay exactly as they were, what
+openpyxl would drop too. What a coder writes goes in as text cells (never a formula), styled as the cell
 it replaces.
 """
 

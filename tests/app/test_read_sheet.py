@@ -94,10 +94,10 @@ def _saved_by_openpyxl(path: Path, to: Path, cells: dict[str, object], rows: boo
 
 
 def test_every_sheet_reads_as_openpyxl_read_it(tmp_path: Path):
-    """mlpsych's sheets, a reviewed one (text written by the review), a coding saved by openpyxl, the same with
-    shared strings as Excel writes them (read here); another program's layout, a date and formulas (read through
-    openpyxl): the same rows, values, types and
-    row numbers as before; from bytes too. (Equal on the old reader as well: this is a speed change.)"""
+    """mlpsych's sheets, a reviewed one (text written by the review), a coding saved by openpyxl, the same saved as
+    Excel saves it, another program's layout (a namespace prefix, rows and cells without numbers), a date and
+    formulas: all read here (the last four went through openpyxl), the same rows, values, types and row numbers as
+    openpyxl's reader gives; from bytes too."""
     path = results_sheet(tmp_path / "results.xlsx")
     reviewed = results_sheet(tmp_path / "reviewed.xlsx")
     review = ReviewSheet(reviewed, DOCUMENTS, coder="2")
