@@ -51,7 +51,7 @@ def read_values(source: Source, sheet: str) -> list[list[Any]] | None:
         part = _part(reader, sheet)
         if part is None:
             return None
-        plain = _plain_values(reader.archive.read(part), _strings(reader), _number_styles(reader))
+        plain = _plain_values(reader, part)
     if plain is not None:
         return plain
     book = load_workbook(_opened(source), read_only=True, data_only=True)
@@ -70,11 +70,11 @@ def sheet_names(source: Source) -> list[str]:
         return [found.name for found, rel in reader.parser.find_sheets() if rel.target in reader.valid_files]
 
 
-def _plain_values(xml: bytes, strings: list[str], styles: NumberStyles) -> list[list[Any]] | None:
-    """The sheet's values read from its XML (mlpsych.sheet_values: in a third of the time openpyxl's reader takes),
-    None where that reading leaves it to openpyxl."""
+def _plain_values(reader, part: str) -> list[list[Any]] | None:
+    """The values of the sheet in ``part`` read from its XML (mlpsych.sheet_values: in a third of the time
+    openpyxl's reader takes), None where that reading leaves it to openpyxl."""
     try:
-        return sheet_values(xml, strings, styles)
+        return sheet_values(reader.archive.read(part), _strings(reader), _number_styles(reader))
     except Unread as reason:
         logger.debug("the sheet is read by openpyxl: %s", reason)
         return None
@@ -101,7 +101,10 @@ def _number_styles(reader) -> NumberStyles:
 
     apply_stylesheet(reader.archive, reader.wb)
     book = reader.wb
-    return NumberStyles(frozenset(book._date_formats), frozenset(book._timedelta_formats), book.epoch)
+    try:  # what openpyxl's reader consults (private: an openpyxl that keeps them otherwise is read by openpyxl)
+        return NumberStyles(frozenset(book._date_formats), frozenset(book._timedelta_formats), book.epoch)
+    except AttributeError as error:
+        raise Unread("this openpyxl keeps its number styles otherwise") from error
 
 
 def write_cells(data: bytes, sheet: str, cells: Cells, lists: Iterable[bytes] = ()) -> bytes:
