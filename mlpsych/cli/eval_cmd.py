@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from mlpsych.cli import check_output, comma_list
-from mlpsych.errors import UserError
+from mlpsych.errors import ModelLoadError, UserError
 from mlpsych.evaluation.evaluate import DEFAULT_STAGE, DEFAULT_UNANSWERABLE, STAGES
 from mlpsych.evaluation.metrics import DEFAULT_SIMILARITY_THRESHOLD
 from mlpsych.files import write_whole
@@ -51,6 +51,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--paper-columns", action="store_true",
                    help="print (and write to a .md) only the paper's columns (F1, EMat, SMat, Ment, spans/answer, "
                         "words/span); a .csv keeps every column, for analysis")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (embedding, scoring)")
     p.add_argument("--out", type=Path, default=None,
                    help="write the tables here: a .csv or .md file, or a folder (gets eval.csv and eval.md)")
     p.set_defaults(func=run)
@@ -74,14 +75,14 @@ def run(args: argparse.Namespace) -> int:
         questions = comma_list(args.questions) or None
         unanswerable = comma_list(args.unanswerable)
         ev.plan_scoring(gold, rows, questions, texts, unanswerable, papers, quiet=True)  # fails before a model loads
-        similarity = None
-        if not args.no_similar:
-            similarity = _similarity(args, gold, rows)
+        similarity = None if args.no_similar else _similarity(args)
         table = ev.evaluate(gold, rows, questions=questions, stage=args.stage, similarity=similarity,
                             threshold=args.threshold, texts=texts, unanswerable=unanswerable,
-                            bootstrap=args.bootstrap, seed=args.seed, papers=papers)
+                            bootstrap=args.bootstrap, seed=args.seed, papers=papers, progress=not args.no_progress)
     except ev.EvalInputError as error:
         raise UserError(str(error)) from None
+    except ModelLoadError as error:  # the embedder loads when the first answers are embedded
+        raise UserError(f"{str(error).splitlines()[0]} (or use --no-similar)") from None
     if not table:
         raise UserError(f"{args.pred}: no answers to score for these questions and papers")
     columns = PAPER_COLUMNS + ("n",) if args.paper_columns else COLUMNS
@@ -100,16 +101,14 @@ def _corpus(path: Path) -> dict[str, str]:
     return {document.id: document.text for document in load_documents(path)}
 
 
-def _similarity(args: argparse.Namespace, gold, rows):
+def _similarity(args: argparse.Namespace):
+    """Similar Match's similarity; :func:`mlpsych.evaluation.evaluate.evaluate` embeds the answers it compares."""
     from mlpsych.embeddings import Embedder
-    from mlpsych.evaluation.evaluate import embedding_similarity
-    from mlpsych.models import ModelLoadError
+    from mlpsych.evaluation.similarity import EmbeddingSimilarity
 
-    embedder = Embedder(args.embedder, device=args.device, instruction=args.instruction, progress=True)
-    try:
-        return embedding_similarity(embedder, gold, rows)
-    except ModelLoadError as error:
-        raise UserError(f"{str(error).splitlines()[0]} (or use --no-similar)") from None
+    embedder = Embedder(args.embedder, device=args.device, instruction=args.instruction,
+                        progress=not args.no_progress)
+    return EmbeddingSimilarity(embedder)
 
 
 def _check_out(out: Path) -> None:

@@ -50,6 +50,7 @@ from mlpsych.evaluation.metrics import (
     clean_answers,
     score_item,
 )
+from mlpsych.evaluation.similarity import EmbeddingSimilarity
 from mlpsych.marks import row_stage
 
 logger = logging.getLogger(__name__)
@@ -558,18 +559,68 @@ def evaluate(
     seed: int = 0,
     whole_word_max_len: int = 1,
     papers: Sequence[dict[str, Any]] | None = None,
+    progress: bool = False,
 ) -> list[TableRow]:
     """Score export ``rows`` against ``gold``; one :class:`TableRow` per question and model, ensemble last.
 
     ``texts`` is the corpus (its keys are the paper ids) and ``papers`` the run's papers sheet (rows with
     ``paper_id``, ``source_file`` and ``status``, see :func:`load_run_papers`); which papers are scored, and how,
     is in the module docstring. A paper of the corpus with gold and no trace in the run's output is an error.
+    A ``similarity`` with a ``prepare`` method (:class:`~mlpsych.evaluation.similarity.EmbeddingSimilarity`) is
+    handed the answers the items compare before any is scored; ``progress`` shows a bar over the items.
     """
     if stage not in STAGES:
         raise EvalInputError(f"stage must be one of {', '.join(STAGES)}, not {stage!r}")
     plan = plan_scoring(gold, rows, questions, texts, unanswerable, papers)
-    preds = plan.preds
+    tables = _scored_tables(gold, plan, stage)
+    prepare = getattr(similarity, "prepare", None)
+    if prepare is not None:  # embed every answer an item compares, once, before scoring
+        prepare(_compared_texts(tables))
+    bar = _progress_bar(sum(len(t.items) for t in tables), progress)
     table: list[TableRow] = []
+    for planned in tables:
+        items, unanswered = [], 0
+        for planned_item in planned.items:
+            item = score_item(planned_item.gold, planned_item.answers, similarity, threshold, whole_word_max_len)
+            if planned_item.paper in plan.failed:
+                item = _failed(item)
+            unanswered += bool(item.n_gold and not item.n_pred)
+            items.append(item)
+            bar.update()
+        table.append(TableRow(planned.question, planned.group, _stage_label(planned.used), aggregate(items),
+                              items=items, unanswered=unanswered, empty_gold=planned.empty_gold,
+                              failed=planned.failed, left_out=plan.left_out.get(planned.question, 0)))
+    bar.close()
+    if bootstrap:
+        add_intervals(table, bootstrap, seed)
+    return table
+
+
+@dataclass
+class PlannedItem:
+    """One paper of a table row, before scoring: its gold list and the row's prediction list."""
+
+    paper: str
+    gold: list[str]
+    answers: list[str]
+
+
+@dataclass
+class PlannedRow:
+    """A table row's items before scoring, and the counts its footnote needs."""
+
+    question: str
+    group: str
+    items: list[PlannedItem]
+    used: list[str]  # the stage each paper's answers came from ("" where the row answered nothing)
+    empty_gold: int
+    failed: int
+
+
+def _scored_tables(gold: dict[str, dict[str, list[str]]], plan: ScoringPlan, stage: str) -> list[PlannedRow]:
+    """Every table row's (gold, predictions) items, in table order, with nothing scored yet."""
+    preds = plan.preds
+    planned: list[PlannedRow] = []
     for question in plan.questions:
         question_papers = plan.papers[question]
         if not question_papers:
@@ -581,21 +632,33 @@ def evaluate(
         for group in preds.groups:
             if not preds.has(group, question, stage):
                 continue
-            items, used, unanswered = [], [], 0
+            items, used = [], []
             for paper, paper_gold in zip(question_papers, golds):
                 answers, source = preds.answers(group, question, paper, stage)
                 used.append(source)
-                item = score_item(paper_gold, answers, similarity, threshold, whole_word_max_len)
-                if paper in plan.failed:
-                    item = _failed(item)
-                unanswered += bool(item.n_gold and not item.n_pred)
-                items.append(item)
-            table.append(TableRow(question, group, _stage_label(used), aggregate(items), items=items,
-                                  unanswered=unanswered, empty_gold=empty, failed=n_failed,
-                                  left_out=plan.left_out.get(question, 0)))
-    if bootstrap:
-        add_intervals(table, bootstrap, seed)
-    return table
+                items.append(PlannedItem(paper, paper_gold, answers))
+            planned.append(PlannedRow(question, group, items, used, empty, n_failed))
+    return planned
+
+
+def _compared_texts(tables: Sequence[PlannedRow]) -> set[str]:
+    """The answers Similar Match compares (as :func:`score_item` cleans them): both lists of the items where
+    each has an answer."""
+    texts: set[str] = set()
+    for planned in tables:
+        for item in planned.items:
+            gold, answers = clean_answers(item.gold), clean_answers(item.answers)
+            if gold and answers:
+                texts.update(gold)
+                texts.update(answers)
+    return texts
+
+
+def _progress_bar(total: int, progress: bool):
+    """A tqdm bar over the items scored (disabled unless ``progress``)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="scoring", unit="item", disable=not progress or total == 0)
 
 
 def _failed(item: ItemScore) -> ItemScore:
@@ -642,20 +705,14 @@ def add_intervals(table: list[TableRow], samples: int, seed: int = 0, level: flo
 
 
 def embedding_similarity(embedder: Any, gold: dict[str, dict[str, list[str]]], rows: Sequence[dict[str, Any]]
-                         ) -> SimilarityFn:
-    """Encode every gold and predicted answer once, then compare by cached dot product."""
+                         ) -> EmbeddingSimilarity:
+    """Encode every gold and predicted answer once, then compare by cached dot product. :func:`evaluate` embeds
+    only the answers it compares when given ``EmbeddingSimilarity(embedder)`` instead."""
     texts = {t for papers in gold.values() for spans in papers.values() for t in clean_answers(spans, False)}
     texts |= {str(r["answer"]).strip() for r in rows
               if str(r.get("stage") or "").lower() != "ungrounded" and str(r.get("answer") or "").strip()}
-    ordered = sorted(texts)
-    vectors = embedder.encode(ordered) if ordered else np.zeros((0, 0))
-    index = {text: i for i, text in enumerate(ordered)}
-
-    def similarity(a: str, b: str) -> float:
-        if a in index and b in index:
-            return float(np.dot(vectors[index[a]], vectors[index[b]]))
-        return float(np.dot(*embedder.encode([a, b])))
-
+    similarity = EmbeddingSimilarity(embedder)
+    similarity.prepare(texts)
     return similarity
 
 
