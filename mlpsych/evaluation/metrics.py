@@ -78,7 +78,7 @@ def _nospace(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class Answer:
+class PreparedAnswer:
     """One answer string normalized once: every per-pair score reads these instead of normalizing the pair again
     (a 1,000-paper study normalized each answer once per gold answer it met)."""
 
@@ -98,14 +98,14 @@ class MentionNeedle:
     whole_word: re.Pattern | None
 
 
-def _answer(text: str) -> Answer:
+def _answer(text: str) -> PreparedAnswer:
     normalized = normalize_answer(text)
     tokens = tuple(normalized.split())
-    return Answer(text, normalized, tokens, Counter(tokens), normalized.replace(" ", ""), text.lower())
+    return PreparedAnswer(text, normalized, tokens, Counter(tokens), normalized.replace(" ", ""), text.lower())
 
 
 @lru_cache(maxsize=_PREPARED_CACHE)
-def prepare_answer(text: str) -> Answer:
+def prepare_answer(text: str) -> PreparedAnswer:
     """``text`` normalized, split and counted, once per distinct string (bounded cache; :func:`token_f1` of the
     joined lists, each seen once, does not fill it)."""
     return _answer(text)
@@ -125,13 +125,13 @@ def mention_needles(gold: str, whole_word_max_len: int = 1) -> tuple[MentionNeed
     return tuple(needles)
 
 
-def _mentioned(needles: Sequence[MentionNeedle], pred: Answer) -> bool:
+def _mentioned(needles: Sequence[MentionNeedle], pred: PreparedAnswer) -> bool:
     """:func:`mentions` on prepared strings."""
     if not pred.nospace:
         return False
     for needle in needles:
         if needle.whole_word is not None:
-            if needle.whole_word.search(pred.lower) is not None or needle.whole_word.search(pred.normalized) is not None:
+            if any(needle.whole_word.search(text) is not None for text in (pred.lower, pred.normalized)):
                 return True
         elif needle.nospace in pred.nospace:
             return True
@@ -148,14 +148,14 @@ def mentions(gold: str, pred: str, whole_word_max_len: int = 1) -> bool:
     return _mentioned(mention_needles(gold, whole_word_max_len), prepare_answer(pred))
 
 
-def _common(gold: Answer, pred: Answer) -> int:
+def _common(gold: PreparedAnswer, pred: PreparedAnswer) -> int:
     """Words the two answers share (bag of words)."""
     if not gold.tokens or not pred.tokens:
         return 0
     return sum((gold.counts & pred.counts).values())
 
 
-def _pair_f1(gold: Answer, pred: Answer, common: int) -> float:
+def _pair_f1(gold: PreparedAnswer, pred: PreparedAnswer, common: int) -> float:
     """:func:`token_f1` from the prepared answers and their shared word count."""
     if not gold.tokens or not pred.tokens:
         return float(gold.tokens == pred.tokens)
@@ -165,7 +165,7 @@ def _pair_f1(gold: Answer, pred: Answer, common: int) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def _pair_overlap(gold: Answer, pred: Answer, common: int) -> tuple[float, float]:
+def _pair_overlap(gold: PreparedAnswer, pred: PreparedAnswer, common: int) -> tuple[float, float]:
     """(precision, recall) of the bag-of-words overlap of a prediction with a gold span."""
     if not gold.tokens or not pred.tokens:
         return 0.0, 0.0
