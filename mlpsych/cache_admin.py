@@ -83,6 +83,13 @@ class Selection:
         if self.now is None:  # one cut-off for the count shown and the entries removed
             object.__setattr__(self, "now", time.time())
 
+    @property
+    def cutoff(self) -> float | None:
+        """The time (seconds since the epoch) before which an entry is older than asked; None: no age asked."""
+        if self.older_than_days is None:
+            return None
+        return self.now - self.older_than_days * DAY  # type: ignore[operator]
+
     def where(self) -> tuple[str, list]:
         """The SQL condition and its parameters."""
         conditions, params = ["1"], []
@@ -90,9 +97,9 @@ class Selection:
             names = sorted("" if s == UNKNOWN else s for s in self.stages)
             conditions.append(f"COALESCE(stage, '') IN ({', '.join('?' * len(names))})")
             params += names
-        if self.older_than_days is not None:
+        if self.cutoff is not None:
             conditions.append("created < ?")  # NULL is never less: undated entries stay
-            params.append(self.now - self.older_than_days * DAY)  # type: ignore[operator]
+            params.append(self.cutoff)
         return " AND ".join(conditions), params
 
 

@@ -117,8 +117,8 @@ def describe(selection) -> str:
     parts = []
     if selection.stages:
         parts.append(f" of stage{'s' if len(selection.stages) > 1 else ''} {', '.join(sorted(selection.stages))}")
-    if selection.older_than_days is not None:
-        parts.append(f" written before {day(selection.now - selection.older_than_days * 86400.0, '%Y-%m-%d %H:%M')}")
+    if selection.cutoff is not None:
+        parts.append(f" written before {day(selection.cutoff, '%Y-%m-%d %H:%M')}")
     return ",".join(parts)
 
 

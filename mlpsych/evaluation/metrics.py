@@ -255,8 +255,7 @@ def score_item(
     ment = _mean([float(any(_mentioned(n, p) for p in answers)) for n in needles])
     smat = None
     if similarity is not None:
-        smat = _mean([float(hit) for hit in similar_hits(similarity, gold, preds, threshold)] if preds
-                     else [0.0] * len(gold))
+        smat = _mean([float(hit) for hit in similar_hits(similarity, gold, preds, threshold)])
     gold_norm = {g.normalized for g in golds}
     exact_tp = sum(p.normalized in gold_norm for p in answers)
     partial_p = sum(max(_pair_overlap(g, p, common[i][j])[0] for i, g in enumerate(golds))
